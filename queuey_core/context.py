@@ -1,0 +1,40 @@
+"""What a handler is told about the job it runs."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """The identity and history of the running job, and its cancellation flag.
+
+    ``cancelled`` is set when the job times out or the worker is forced to stop: a
+    long handler should poll it (or wait on it with :meth:`wait`) and return early.
+    """
+
+    job_id: uuid.UUID
+    job_type: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    deferrals: int
+    priority: int
+    age: float
+    """Seconds since the job was first enqueued."""
+    cancel_event: threading.Event = field(default_factory=threading.Event, compare=False)
+
+    def is_last_attempt(self) -> bool:
+        """Whether a transient failure now dead-letters the job instead of retrying it."""
+        return self.attempt >= self.max_attempts
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the job has been asked to stop (timed out, or the worker is stopping)."""
+        return self.cancel_event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early on cancellation; True if cancelled."""
+        return self.cancel_event.wait(seconds)

@@ -1,0 +1,100 @@
+"""Queue configuration: what each queue is on the broker and how its jobs are retried."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from queuey_core.errors import ConfigError, UnknownQueueError
+from queuey_core.retry import RetryPolicy
+
+#: RabbitMQ accepts ``x-max-priority`` from 1 to 255 (and advises a handful of levels).
+MAX_PRIORITY_LIMIT = 255
+
+
+class QueueKind(StrEnum):
+    """What kind of queue the broker keeps."""
+
+    CLASSIC = "classic"
+    QUORUM = "quorum"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """One queue: its name, prefetch, priorities, retry policy and job timeout.
+
+    ``max_priority`` of ``None`` means the queue has no priorities: every job on it runs
+    at priority 0, and a deferral comes back at 0 too. ``job_timeout`` overrides the
+    worker's for jobs of this queue.
+    """
+
+    name: str
+    prefetch: int = 10
+    max_priority: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    kind: QueueKind = QueueKind.CLASSIC
+    job_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name.strip() != self.name:
+            raise ConfigError(f"queue name {self.name!r} is empty or has surrounding spaces")
+        if self.name.endswith(".dlq") or self.name.startswith("queuey."):
+            raise ConfigError(f"queue name {self.name!r} is reserved for queuey's own queues")
+        if self.prefetch < 0:
+            raise ConfigError(f"queue {self.name!r}: prefetch cannot be negative")
+        if self.max_priority is not None and not 1 <= self.max_priority <= MAX_PRIORITY_LIMIT:
+            raise ConfigError(
+                f"queue {self.name!r}: max_priority must be between 1 and {MAX_PRIORITY_LIMIT}"
+            )
+        if self.job_timeout is not None and self.job_timeout <= 0:
+            raise ConfigError(f"queue {self.name!r}: job_timeout must be positive")
+
+    @property
+    def top_priority(self) -> int:
+        """The highest priority a job on this queue can have (0 without priorities)."""
+        return self.max_priority or 0
+
+    @property
+    def dead_letter_queue(self) -> str:
+        """Name of the queue that holds this queue's dead letters."""
+        return f"{self.name}.dlq"
+
+
+class QueueSet(Mapping[str, QueueConfig]):
+    """The named collection of queues an application uses, in declaration order."""
+
+    def __init__(self, queues: Iterable[QueueConfig]) -> None:
+        self._queues: dict[str, QueueConfig] = {}
+        for queue in queues:
+            if queue.name in self._queues:
+                raise ConfigError(f"queue {queue.name!r} is declared twice")
+            self._queues[queue.name] = queue
+        if not self._queues:
+            raise ConfigError("a queue set needs at least one queue")
+
+    def __getitem__(self, name: str) -> QueueConfig:
+        try:
+            return self._queues[name]
+        except KeyError:
+            raise UnknownQueueError(name, list(self._queues)) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queues)
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def __repr__(self) -> str:
+        return f"QueueSet({list(self._queues)})"
+
+    def select(self, names: Iterable[str] | None) -> list[QueueConfig]:
+        """The configs of ``names`` in the order given, duplicates collapsed; all if None."""
+        if names is None:
+            return list(self._queues.values())
+        chosen: dict[str, QueueConfig] = {}
+        for name in names:
+            chosen.setdefault(name, self[name])
+        if not chosen:
+            raise ConfigError("no queues were chosen")
+        return list(chosen.values())

@@ -1,0 +1,180 @@
+"""The seed's fixtures: its queue set, its jobs, and the helpers its tests use."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
+
+from queuey_core import (
+    Backoff,
+    Handler,
+    Job,
+    JobContext,
+    ManualClock,
+    QueueConfig,
+    QueueSet,
+    RetryPolicy,
+    Worker,
+    WorkerHandle,
+)
+
+ALPHA = "test.alpha"
+BETA = "test.beta"
+GAMMA = "test.gamma"
+
+J = TypeVar("J", bound=Job)
+
+BACKOFF = Backoff(initial=1.0, max=600.0)
+
+
+def seed_queues() -> QueueSet:
+    """alpha: prefetch 4, ten priorities, 3 attempts; beta: prefetch 2, 1 attempt;
+    gamma: prefetch 1, not a priority queue."""
+    return QueueSet(
+        [
+            QueueConfig(ALPHA, prefetch=4, max_priority=10, retry=RetryPolicy(3, BACKOFF)),
+            QueueConfig(BETA, prefetch=2, retry=RetryPolicy(1, BACKOFF)),
+            QueueConfig(GAMMA, prefetch=1, retry=RetryPolicy(3, BACKOFF)),
+        ]
+    )
+
+
+class Greet(Job):
+    NAME: ClassVar[str] = "test.greet"
+    QUEUE: ClassVar[str] = ALPHA
+    name: str
+
+
+class Ping(Job):
+    NAME: ClassVar[str] = "test.ping"
+    QUEUE: ClassVar[str] = BETA
+    seq: int
+
+
+class Stubborn(Job):
+    """On beta (one attempt), but with a two-attempt policy of its own."""
+
+    NAME: ClassVar[str] = "test.stubborn"
+    QUEUE: ClassVar[str] = BETA
+    RETRY: ClassVar[RetryPolicy | None] = RetryPolicy(2, BACKOFF)
+    id: int
+
+
+class Nudge(Job):
+    NAME: ClassVar[str] = "test.nudge"
+    QUEUE: ClassVar[str] = GAMMA
+    id: int
+
+
+class Orphan(Job):
+    """A job type no worker registers a handler for."""
+
+    NAME: ClassVar[str] = "test.orphan"
+    QUEUE: ClassVar[str] = ALPHA
+    id: int
+
+
+class Recorder:
+    """Records what handlers saw, so assertions do not depend on logging.
+
+    An ``assert`` that fails inside a handler would only look like a retryable
+    failure to the worker; :meth:`handler` records it so the test fails on it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._attempts = 0
+        self._running = 0
+        self._max_running = 0
+        self.failed_assertions: list[AssertionError] = []
+
+    def enter(self) -> int:
+        with self._lock:
+            self._running += 1
+            self._max_running = max(self._max_running, self._running)
+            self._attempts += 1
+            return self._attempts
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    def attempts(self) -> int:
+        with self._lock:
+            return self._attempts
+
+    def max_running(self) -> int:
+        with self._lock:
+            return self._max_running
+
+    def handler(self, job_type: type[J], fn: Callable[[J, JobContext], object]) -> Handler[J]:
+        def checked(job: J, ctx: JobContext) -> object:
+            try:
+                return fn(job, ctx)
+            except AssertionError as exc:
+                self.failed_assertions.append(exc)
+                raise
+
+        return Handler(job_type, checked)
+
+
+def noop(job_type: type[J]) -> Handler[J]:
+    return Handler(job_type, lambda _job, _ctx: None)
+
+
+def wait_for(
+    cond: Callable[[], bool],
+    clock: ManualClock | None = None,
+    *,
+    step: float = 0.1,
+    timeout: float = 20.0,
+) -> None:
+    """Poll ``cond``, advancing ``clock`` by ``step`` each turn (as the seed's paused time
+    did); without a clock, just give other threads a turn. Fails after ``timeout`` real
+    seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition was never met")
+        if clock is not None:
+            clock.advance(step)
+        time.sleep(0.001)
+
+
+class Running:
+    """A worker running on its own thread, like the seed's spawned task."""
+
+    def __init__(self, worker: Worker, clock: ManualClock | None) -> None:
+        self.worker = worker
+        self.handle: WorkerHandle = worker.handle
+        self.clock = clock
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as exc:
+            self.error = exc
+
+    def is_finished(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self) -> BaseException | None:
+        """Wait for run() to return (advancing the clock), and return what it raised."""
+        wait_for(self.is_finished, self.clock)
+        return self.error
+
+    def stop(self) -> None:
+        """Shut down, wait, and re-raise whatever run() raised."""
+        self.handle.shutdown()
+        error = self.join()
+        if error is not None:
+            raise error
+
+
+def start(worker: Worker, clock: ManualClock | None) -> Running:
+    return Running(worker, clock)

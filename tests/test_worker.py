@@ -1,0 +1,883 @@
+"""The seed's 28 worker tests (seed/queuey_core/worker.rs), one Python twin each.
+
+Each keeps the seed's name, setup and assertions. A ManualClock stands in for tokio's
+paused time: ``wait_for`` advances it while polling, so no test sleeps through a
+backoff, a hold or a timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from queuey_core import (
+    BackendError,
+    ConsumerEnded,
+    ConsumerStoppedError,
+    DeadLetter,
+    Deferred,
+    Delivery,
+    DuplicateHandlerError,
+    Envelope,
+    Fatal,
+    Handler,
+    JobContext,
+    ManualClock,
+    MemoryBackend,
+    Producer,
+    QueueConfig,
+    QueueSet,
+    Retryable,
+    Worker,
+)
+from queuey_core.backends.base import Sink, Subscription
+from tests.support import (
+    ALPHA,
+    BETA,
+    GAMMA,
+    Greet,
+    Nudge,
+    Orphan,
+    Ping,
+    Recorder,
+    Stubborn,
+    noop,
+    start,
+    wait_for,
+)
+
+MakeRecorder = Callable[[], Recorder]
+
+
+class Unsettleable:
+    """A MemoryBackend whose deliveries can never be settled."""
+
+    def __init__(self, inner: MemoryBackend) -> None:
+        self.inner = inner
+
+    def declare(self, queues: Sequence[QueueConfig]) -> None:
+        self.inner.declare(queues)
+
+    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
+        self.inner.publish(envelope, delay=delay)
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        self.inner.publish_many(items)
+
+    def defer(self, envelope: Envelope, delay: float) -> None:
+        self.inner.defer(envelope, delay)
+
+    def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
+        def wrap(item: Delivery | ConsumerEnded) -> None:
+            sink(item if isinstance(item, ConsumerEnded) else NeverSettles(item))
+
+        return self.inner.consume(queue, wrap)
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+        return self.inner.list_dead_letters(queue, limit=limit)
+
+    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+        return self.inner.requeue_dead_letters(queue, job_ids)
+
+    def purge_dead_letters(self, queue: str) -> int:
+        return self.inner.purge_dead_letters(queue)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class NeverSettles:
+    """Every settle fails; the inner delivery is left unsettled."""
+
+    def __init__(self, inner: Delivery) -> None:
+        self.inner = inner
+
+    @property
+    def envelope(self) -> Envelope:
+        return self.inner.envelope
+
+    def ack(self) -> None:
+        raise BackendError("channel is gone")
+
+    def dead_letter(self, reason: str) -> None:
+        raise BackendError("channel is gone")
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        raise BackendError("channel is gone")
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        raise BackendError("channel is gone")
+
+
+def test_successful_job_is_acked(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+        assert job.name == "ada"
+        assert ctx.attempt == 1
+        assert ctx.max_attempts == 3
+        assert ctx.job_type == Greet.NAME
+        assert ctx.queue == ALPHA
+
+    worker = Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock)
+    running = start(worker, clock)
+
+    job_id = producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: len(backend.acked(ALPHA)) == 1, clock)
+
+    assert backend.acked(ALPHA)[0].job_id == job_id
+    assert backend.dead_letters(ALPHA) == []
+    assert seen.attempts() == 1
+    assert running.handle.settle_failures() == 0
+    running.stop()
+    assert not backend.is_closed(), "the backend is shared with the producer"
+
+
+def test_retryable_failure_is_retried_and_then_succeeds(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        if n == 1:
+            assert ctx.attempt == 1
+            assert not ctx.is_last_attempt()
+            raise Retryable("flaky")
+        assert ctx.attempt == 2
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: seen.attempts() == 2, clock)
+    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+
+    acked = backend.acked(ALPHA)
+    assert acked[0].attempt == 1, "the first ack is the retried original"
+    assert acked[1].attempt == 2, "the second is the successful attempt"
+    assert acked[0].job_id == acked[1].job_id
+    assert backend.dead_letters(ALPHA) == []
+    running.stop()
+
+
+def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+        raise Retryable("always down")
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+
+    assert seen.attempts() == 3, "queue policy is three attempts"
+    dead = backend.dead_letters(ALPHA)
+    assert len(dead) == 1
+    assert dead[0][0].attempt == 3
+    assert "max attempts" in dead[0][1], f"reason was {dead[0][1]!r}"
+    assert "always down" in dead[0][1]
+    running.stop()
+
+
+def test_fatal_failure_dead_letters_immediately(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+        raise Fatal("bad input")
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+
+    assert seen.attempts() == 1, "one attempt only, though the queue allows three"
+    dead = backend.dead_letters(ALPHA)
+    assert dead[0][0].attempt == 1
+    assert "fatal" in dead[0][1], f"reason was {dead[0][1]!r}"
+    assert backend.acked(ALPHA) == []
+    running.stop()
+
+
+def test_job_retry_policy_overrides_the_queue_policy(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Stubborn, ctx: JobContext) -> None:
+        seen.enter()
+        assert ctx.max_attempts == 2, "the queue says one attempt, the job says two"
+        seen.leave()
+        raise Retryable("nope")
+
+    running = start(Worker(backend, queues, [seen.handler(Stubborn, handle)], clock=clock), clock)
+
+    producer.enqueue(Stubborn(id=1))
+    wait_for(lambda: bool(backend.dead_letters(BETA)), clock)
+
+    assert seen.attempts() == 2
+    assert "max attempts" in backend.dead_letters(BETA)[0][1]
+    running.stop()
+
+
+def test_queue_policy_without_retries_dead_letters_on_first_failure(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Ping, ctx: JobContext) -> None:
+        seen.enter()
+        assert ctx.max_attempts == 1
+        assert ctx.is_last_attempt()
+        seen.leave()
+        raise Retryable("nope")
+
+    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), clock)
+
+    producer.enqueue(Ping(seq=1))
+    wait_for(lambda: bool(backend.dead_letters(BETA)), clock)
+    assert seen.attempts() == 1
+    running.stop()
+
+
+def test_job_without_a_handler_is_dead_lettered(
+    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+) -> None:
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+
+    producer.enqueue(Orphan(id=9))
+    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+
+    dead = backend.dead_letters(ALPHA)
+    assert dead[0][0].job_type == Orphan.NAME
+    assert "no handler" in dead[0][1], f"reason was {dead[0][1]!r}"
+    running.stop()
+
+
+def test_malformed_payload_is_dead_lettered(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock, recorder: MakeRecorder
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    envelope = Envelope.for_job(Greet(name="ada"), enqueued_at=clock.wall_ms())
+    envelope = envelope.model_copy(update={"payload": {"not_a_name": 42}})
+    backend.publish(envelope)
+
+    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+    dead = backend.dead_letters(ALPHA)
+    assert "decode error" in dead[0][1], f"reason was {dead[0][1]!r}"
+    assert seen.attempts() == 0, "handler must not run on a decode failure"
+    running.stop()
+
+
+def test_panicking_handler_is_retried(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        if n == 1:
+            raise RuntimeError("handler exploded on purpose")
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: seen.attempts() == 2, clock)
+    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+
+    assert backend.dead_letters(ALPHA) == []
+    assert not running.is_finished(), "the worker itself survived the exception"
+    running.stop()
+
+
+def test_job_timeout_is_a_retryable_failure(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        n = seen.enter()
+        if n == 1:
+            clock.sleep(3600)
+        seen.leave()
+
+    worker = Worker(backend, queues, [seen.handler(Greet, handle)], job_timeout=5, clock=clock)
+    running = start(worker, clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+
+    assert seen.attempts() == 2
+    assert backend.dead_letters(ALPHA) == []
+    running.stop()
+
+
+def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+    second_run: list[JobContext] = []
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        if n == 1:
+            assert ctx.deferrals == 0
+            assert ctx.priority == 0
+            raise Deferred(1)
+        second_run.append(ctx)
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    job_id = producer.enqueue(Greet(name="limited"))
+    wait_for(lambda: seen.attempts() == 2, clock)
+    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+
+    ctx = second_run[0]
+    assert ctx.attempt == 1, "a deferral does not spend an attempt"
+    assert ctx.deferrals == 1
+    assert ctx.priority == 10, "alpha's ten levels"
+    assert ctx.job_id == job_id
+
+    acked = backend.acked(ALPHA)
+    assert (acked[0].attempt, acked[0].deferrals) == (1, 0), "first the deferred original"
+    assert (acked[1].attempt, acked[1].deferrals) == (1, 1), "then the re-delivery"
+    assert acked[1].priority == 10
+    assert backend.dead_letters(ALPHA) == []
+    assert running.handle.settle_failures() == 0, "the defer settled cleanly"
+    assert backend.deferred(ALPHA) == 0
+    running.stop()
+
+
+def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+    third_run: list[JobContext] = []
+
+    # Run 1 defers, run 2 (back at the top of the queue) fails transiently, run 3 is
+    # the retry: it must have lost the deferral's priority.
+    def handle(job: Greet, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        if n == 1:
+            raise Deferred(1)
+        if n == 2:
+            assert ctx.priority == 10, "the deferral came back first"
+            raise Retryable("flaky")
+        third_run.append(ctx)
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="limited"))
+    wait_for(lambda: seen.attempts() == 3, clock)
+    wait_for(lambda: len(backend.acked(ALPHA)) == 3, clock)
+
+    ctx = third_run[0]
+    assert ctx.attempt == 2, "the retry spent an attempt"
+    assert ctx.deferrals == 1, "the deferral history is carried forward"
+    assert ctx.priority == 0, "a retry must not keep jumping the backlog"
+
+    acked = backend.acked(ALPHA)
+    assert (acked[2].attempt, acked[2].deferrals, acked[2].priority) == (2, 1, 0), (
+        "the envelope the backend saw agrees with what the handler was told"
+    )
+    assert backend.dead_letters(ALPHA) == []
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
+def test_deferral_on_a_queue_without_priorities_stays_at_zero(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+    second_run: list[JobContext] = []
+
+    def handle(job: Nudge, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        if n == 1:
+            raise Deferred(2, "rate limited")
+        second_run.append(ctx)
+
+    running = start(Worker(backend, queues, [seen.handler(Nudge, handle)], clock=clock), clock)
+
+    producer.enqueue(Nudge(id=1))
+    wait_for(lambda: seen.attempts() == 2, clock)
+
+    ctx = second_run[0]
+    assert ctx.priority == 0, "gamma is not a priority queue"
+    assert ctx.deferrals == 1
+    assert ctx.attempt == 1
+    assert backend.dead_letters(GAMMA) == []
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
+def test_deferral_never_consults_the_retry_policy(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    # Beta allows a single attempt: a *failure* dead-letters at once. A deferral must
+    # not, however often it happens.
+    def handle(job: Ping, ctx: JobContext) -> None:
+        n = seen.enter()
+        seen.leave()
+        assert ctx.max_attempts == 1
+        assert ctx.attempt == 1
+        assert ctx.is_last_attempt()
+        assert ctx.deferrals == n - 1
+        if n < 4:
+            raise Deferred(1)
+
+    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), clock)
+
+    producer.enqueue(Ping(seq=1))
+    wait_for(lambda: seen.attempts() == 4, clock)
+    wait_for(lambda: len(backend.acked(BETA)) == 4, clock)
+
+    assert backend.dead_letters(BETA) == [], (
+        "three deferrals on a one-attempt queue must not dead-letter"
+    )
+    assert all(e.attempt == 1 for e in backend.acked(BETA))
+    assert backend.acked(BETA)[-1].deferrals == 3, "only the deferral counter moved"
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
+def test_a_job_in_hold_survives_the_worker_shutting_down(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+        raise Deferred(3600)
+
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+
+    job_id = producer.enqueue(Greet(name="held"))
+    wait_for(lambda: len(backend.acked(ALPHA)) == 1, clock)
+    assert backend.deferred(ALPHA) == 1
+
+    # The worker goes away while the job is still in hold.
+    running.stop()
+    assert seen.attempts() == 1
+    assert backend.deferred(ALPHA) == 1, "still held, not lost"
+    assert backend.pending(ALPHA) == 0
+
+    # The backend is shared and stays open, so the hold still expires.
+    clock.advance(3601)
+    assert backend.deferred(ALPHA) == 0
+    assert backend.pending(ALPHA) == 1
+    waiting = backend.acked(ALPHA)
+    assert waiting[0].job_id == job_id
+    assert backend.dead_letters(ALPHA) == []
+
+
+def test_a_deferred_job_beats_work_enqueued_while_it_waited(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    order: list[str] = []
+    seen = recorder()
+
+    def make_worker() -> Worker:
+        """Runs one Greet at a time, recording the order; defers "limited" once."""
+
+        def handle(job: Greet, ctx: JobContext) -> None:
+            seen.enter()
+            seen.leave()
+            order.append(job.name)
+            if job.name == "limited" and ctx.deferrals == 0:
+                raise Deferred(30)
+
+        return Worker(
+            backend,
+            queues,
+            [seen.handler(Greet, handle)],
+            consume=[ALPHA],
+            concurrency=1,
+            clock=clock,
+        )
+
+    running = start(make_worker(), clock)
+    producer.enqueue(Greet(name="limited"))
+    wait_for(lambda: backend.deferred(ALPHA) == 1, clock)
+    # Nothing consumes from here on, so the queue order is observable.
+    running.stop()
+
+    # Two ordinary jobs pile up while the deferred one is still in hold, and only then
+    # does its delay elapse.
+    producer.enqueue(Greet(name="backlog-1"))
+    producer.enqueue(Greet(name="backlog-2"))
+    assert backend.pending(ALPHA) == 2
+    wait_for(lambda: backend.deferred(ALPHA) == 0, clock)
+    assert backend.pending(ALPHA) == 3
+
+    running = start(make_worker(), clock)
+    wait_for(lambda: seen.attempts() == 4, clock)
+
+    assert order == ["limited", "limited", "backlog-1", "backlog-2"], (
+        "the deferred job must overtake the backlog that built up"
+    )
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
+def test_a_failed_defer_is_counted_as_a_settle_failure(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    inner = backend
+    wrapped = Unsettleable(inner)
+    producer = Producer(wrapped, queues, clock=clock)
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        raise Deferred(1)
+
+    worker = Worker(wrapped, queues, [Handler(Greet, handle)], clock=clock)
+    running = start(worker, clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: running.handle.settle_failures() == 1, clock)
+
+    assert inner.acked(ALPHA) == []
+    assert inner.deferred(ALPHA) == 0
+    running.stop()
+
+
+def test_duplicate_handler_fails_the_build(backend: MemoryBackend, queues: QueueSet) -> None:
+    with pytest.raises(DuplicateHandlerError) as err:
+        Worker(backend, queues, [noop(Greet), noop(Greet)])
+    assert err.value.job_type == Greet.NAME
+
+
+def test_queues_restricts_consumption_to_the_chosen_subset(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    alpha_seen = recorder()
+    beta_seen = recorder()
+
+    def on_greet(job: Greet, ctx: JobContext) -> None:
+        alpha_seen.enter()
+        alpha_seen.leave()
+
+    def on_ping(job: Ping, ctx: JobContext) -> None:
+        beta_seen.enter()
+        beta_seen.leave()
+
+    worker = Worker(
+        backend,
+        queues,
+        [alpha_seen.handler(Greet, on_greet), beta_seen.handler(Ping, on_ping)],
+        consume=[ALPHA, ALPHA],
+        clock=clock,
+    )
+    assert len(worker.queues) == 1, "duplicates must be collapsed"
+    running = start(worker, clock)
+
+    producer.enqueue(Ping(seq=1))
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: alpha_seen.attempts() == 1, clock)
+
+    assert beta_seen.attempts() == 0
+    assert backend.pending(BETA) == 1, "the beta message is still on its queue, untouched"
+    running.stop()
+
+
+def test_graceful_shutdown_waits_for_in_flight_jobs(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    started = recorder()
+    finished = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        started.enter()
+        clock.sleep(30)
+        finished.enter()
+        finished.leave()
+        started.leave()
+
+    running = start(Worker(backend, queues, [started.handler(Greet, handle)], clock=clock), clock)
+
+    producer.enqueue(Greet(name="slow"))
+    wait_for(lambda: started.attempts() == 1, clock)
+    assert finished.attempts() == 0
+
+    running.handle.shutdown()
+    assert running.handle.is_shutdown()
+    assert running.join() is None
+
+    assert finished.attempts() == 1, "shutdown must not abandon a running job"
+    assert len(backend.acked(ALPHA)) == 1
+    assert not backend.is_closed(), "closing the backend is opt-in"
+
+
+def test_shutdown_processes_the_deliveries_it_already_pulled(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    published = 6
+    seen = recorder()
+
+    # Prefetch 4 on alpha with room for one job at a time: the consumer keeps pulling
+    # while the dispatcher is busy, so deliveries pile up in between.
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        clock.sleep(5)
+        seen.leave()
+
+    worker = Worker(
+        backend, queues, [seen.handler(Greet, handle)], consume=[ALPHA], concurrency=1, clock=clock
+    )
+    running = start(worker, clock)
+
+    for i in range(published):
+        producer.enqueue(Greet(name=f"job-{i}"))
+    # One job is running; the rest are buffered in the worker, in the backend's
+    # consumer, or still on the queue.
+    wait_for(lambda: seen.attempts() == 1, clock)
+
+    running.handle.shutdown()
+    assert running.join() is None
+
+    acked = len(backend.acked(ALPHA))
+    pending = backend.pending(ALPHA)
+    assert acked + pending == published, (
+        f"{acked} acked + {pending} pending must account for every message"
+    )
+    assert acked >= 2, f"buffered deliveries must be processed, not dropped; only {acked} were"
+    assert acked == seen.attempts(), "every job that ran was settled"
+    assert backend.dead_letters(ALPHA) == []
+
+
+def test_closing_the_backend_on_shutdown_is_opt_in(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+    running.stop()
+    assert not backend.is_closed(), "default must leave the backend alone"
+
+    # Still usable afterwards: this is what a shared Producer relies on.
+    Producer(backend, queues, clock=clock).enqueue(Greet(name="after"))
+
+    worker = Worker(backend, queues, [noop(Greet)], close_backend_on_shutdown=True, clock=clock)
+    assert "close_backend_on_shutdown=True" in repr(worker)
+    running = start(worker, clock)
+    running.stop()
+    assert backend.is_closed()
+
+
+def test_failures_to_settle_are_counted(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    inner = backend
+    wrapped = Unsettleable(inner)
+    producer = Producer(wrapped, queues, clock=clock)
+
+    worker = Worker(wrapped, queues, [noop(Greet)], clock=clock)
+    handle = worker.handle
+    assert handle.settle_failures() == 0
+    running = start(worker, clock)
+
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: handle.settle_failures() == 1, clock)
+
+    assert inner.acked(ALPHA) == [], "the handler ran, but the broker never heard about it"
+    assert "settle_failures=1" in repr(handle)
+    running.stop()
+
+
+def test_concurrency_is_capped(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    seen = recorder()
+
+    def handle(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        clock.sleep(1)
+        seen.leave()
+
+    worker = Worker(backend, queues, [seen.handler(Greet, handle)], concurrency=2, clock=clock)
+    assert worker.concurrency == 2
+    running = start(worker, clock)
+
+    for i in range(8):
+        producer.enqueue(Greet(name=f"job-{i}"))
+    wait_for(lambda: len(backend.acked(ALPHA)) == 8, clock)
+
+    assert seen.attempts() == 8
+    assert seen.max_running() <= 2, f"ran {seen.max_running()} jobs at once"
+    running.stop()
+
+
+def test_default_concurrency_is_the_sum_of_prefetch(
+    backend: MemoryBackend, queues: QueueSet
+) -> None:
+    worker = Worker(backend, queues, [noop(Greet)])
+    assert worker.concurrency == 7, "alpha prefetch 4 + beta prefetch 2 + gamma prefetch 1"
+    assert len(worker.queues) == 3
+
+
+def test_lost_backend_ends_the_run_with_an_error(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+
+    # Simulate the connection going away underneath the worker, once both consumers
+    # have actually registered with the backend.
+    wait_for(lambda: backend.consumer_count(ALPHA) == 1 and backend.consumer_count(BETA) == 1)
+    backend.close()
+
+    error = running.join()
+    assert isinstance(error, ConsumerStoppedError), f"unexpected result: {error!r}"
+    assert error.queue.startswith("test.")
+
+
+def test_shutdown_before_run_stops_immediately(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    worker = Worker(backend, queues, [noop(Greet)], clock=clock)
+    handle = worker.handle
+    handle.shutdown()
+    done = threading.Event()
+
+    def run() -> None:
+        worker.run()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(5), "run() must return at once when shutdown came first"
+    assert not backend.is_closed()
+    assert "shutdown=True" in repr(handle)
+
+
+def test_handlers_of_different_job_types_are_routed_independently(
+    backend: MemoryBackend,
+    producer: Producer,
+    queues: QueueSet,
+    clock: ManualClock,
+    recorder: MakeRecorder,
+) -> None:
+    greets = recorder()
+    pings = recorder()
+
+    def on_greet(job: Greet, ctx: JobContext) -> None:
+        greets.enter()
+        greets.leave()
+
+    def on_ping(job: Ping, ctx: JobContext) -> None:
+        pings.enter()
+        pings.leave()
+
+    worker = Worker(
+        backend,
+        queues,
+        [greets.handler(Greet, on_greet), pings.handler(Ping, on_ping)],
+        clock=clock,
+    )
+    running = start(worker, clock)
+
+    producer.enqueue(Greet(name="ada"))
+    producer.enqueue(Ping(seq=1))
+    producer.enqueue(Ping(seq=2))
+
+    wait_for(lambda: greets.attempts() == 1 and pings.attempts() == 2, clock)
+    assert len(backend.acked(ALPHA)) == 1
+    assert len(backend.acked(BETA)) == 2
+    running.stop()

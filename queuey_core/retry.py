@@ -6,6 +6,7 @@ Pure maths, no I/O and no clock: :meth:`RetryPolicy.decide` maps an attempt numb
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,14 +53,12 @@ class Backoff:
             return 0.0
         if self.kind is BackoffKind.FIXED:
             return self.initial
-        # Compare exponents rather than computing a huge power: attempt 10_000 must not
-        # overflow a float.
-        delay = self.initial
-        for _ in range(retry - 1):
-            delay *= self.multiplier
-            if delay >= self.max:
-                return self.max
-        return min(delay, self.max)
+        if self.initial == 0 or self.multiplier == 1:
+            return min(self.initial, self.max)
+        # Compare logarithms before computing the power: retry 10_000 must not overflow.
+        if (retry - 1) * math.log(self.multiplier) >= math.log(self.max / self.initial):
+            return self.max
+        return min(self.initial * self.multiplier ** (retry - 1), self.max)
 
     def delay(self, retry: int, rand: float | None = None) -> float:
         """The delay before retry ``retry``; ``rand`` in ``[0, 1)`` applies the jitter."""

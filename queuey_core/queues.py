@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from queuey_core.errors import ConfigError, UnknownQueueError
 from queuey_core.retry import RetryPolicy
+
+#: Queue names are dot-separated words of these characters: they travel as words of a
+#: topic routing key through the delay ladder, where ``*`` and ``#`` are wildcards.
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_:-]+(\.[A-Za-z0-9_:-]+)*")
 
 #: RabbitMQ accepts ``x-max-priority`` from 1 to 255 (and advises a handful of levels).
 MAX_PRIORITY_LIMIT = 255
@@ -37,8 +42,11 @@ class QueueConfig:
     job_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.name or self.name.strip() != self.name:
-            raise ConfigError(f"queue name {self.name!r} is empty or has surrounding spaces")
+        if len(self.name) > 200 or not _QUEUE_NAME.fullmatch(self.name):
+            raise ConfigError(
+                f"queue name {self.name!r} must be dot-separated words of letters, digits, "
+                "'_', ':' or '-' (at most 200 characters)"
+            )
         if self.name.endswith(".dlq") or self.name.startswith("queuey."):
             raise ConfigError(f"queue name {self.name!r} is reserved for queuey's own queues")
         if self.prefetch < 0:

@@ -1,0 +1,100 @@
+"""What queuey creates on RabbitMQ, as pure functions of the configuration.
+
+Delays live in the broker, on a binary ladder of fixed-TTL levels (as NServiceBus and
+Celery 5.5 do it). Level ``k`` is a topic exchange ``queuey.delay.k`` and a quorum queue
+of the same name whose messages expire after ``2**k`` ms and dead-letter to level
+``k - 1`` (level 0 to ``queuey.delay.deliver``). A delayed message is published to the
+top level with a routing key that spells its delay in bits, highest level first,
+followed by its destination queue: at each level, bit 1 parks it in that level's queue,
+bit 0 passes it straight down an exchange-to-exchange binding. The deliver exchange
+routes it to its queue by the words after the bits.
+
+So any delay from 1 ms to about 795 days works, the number of broker objects is fixed
+whatever delays are used, and a long delay never holds back a short one (each level's
+queue has one TTL, so its head always expires first).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from queuey_core.queues import QueueConfig, QueueKind
+
+#: Levels of the ladder: delays up to 2**36 - 1 ms (about 795 days).
+DELAY_LEVELS = 36
+MAX_DELAY_MS = 2**DELAY_LEVELS - 1
+DELIVER_EXCHANGE = "queuey.delay.deliver"
+
+#: Headers a dead letter carries.
+REASON_HEADER = "x-queuey-reason"
+DEAD_AT_HEADER = "x-queuey-dead-at"
+ATTEMPT_HEADER = "x-queuey-attempt"
+QUEUE_HEADER = "x-queuey-queue"
+
+
+def delay_name(level: int) -> str:
+    """Name of level ``level``'s exchange and queue."""
+    return f"queuey.delay.{level}"
+
+
+TOP_EXCHANGE = delay_name(DELAY_LEVELS - 1)
+
+
+def delay_ms(seconds: float) -> int:
+    """A delay in whole milliseconds, rounded up (a job never runs early)."""
+    if seconds < 0 or math.isnan(seconds):
+        raise ValueError("a delay cannot be negative")
+    ms = math.ceil(seconds * 1000)
+    if ms > MAX_DELAY_MS:
+        raise ValueError(f"a delay cannot exceed {MAX_DELAY_MS // 86_400_000} days")
+    return ms
+
+
+def delay_routing_key(ms: int, queue: str) -> str:
+    """The routing key that carries a message ``ms`` down the ladder into ``queue``."""
+    bits = format(ms, f"0{DELAY_LEVELS}b")
+    return ".".join(bits) + "." + queue
+
+
+def level_binding(level: int, bit: str) -> str:
+    """The topic pattern matching keys whose bit for ``level`` is ``bit``."""
+    return "*." * (DELAY_LEVELS - 1 - level) + bit + ".#"
+
+
+def next_hop(level: int) -> str:
+    """Where level ``level`` passes messages on: the level below, or the deliver exchange."""
+    return delay_name(level - 1) if level > 0 else DELIVER_EXCHANGE
+
+
+def deliver_binding(queue: str) -> str:
+    """The deliver exchange's pattern for ``queue``: exactly the bits, then the name."""
+    return "*." * DELAY_LEVELS + queue
+
+
+def delay_queue_arguments(level: int) -> dict[str, Any]:
+    """Quorum queues dead-letter at least once; classic ones could drop a held job."""
+    return {
+        "x-queue-type": "quorum",
+        "x-message-ttl": 2**level,
+        "x-dead-letter-exchange": next_hop(level),
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+    }
+
+
+def queue_arguments(config: QueueConfig) -> dict[str, Any]:
+    """Arguments of a job queue. A message rejected outright lands in its dead-letter queue."""
+    args: dict[str, Any] = {
+        "x-queue-type": config.kind.value,
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": config.dead_letter_queue,
+    }
+    if config.max_priority is not None and config.kind is QueueKind.CLASSIC:
+        args["x-max-priority"] = config.max_priority
+    return args
+
+
+def dead_letter_queue_arguments() -> dict[str, Any]:
+    """Dead-letter queues stay classic: listing a quorum queue is not read-only."""
+    return {"x-queue-type": "classic"}

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from queuey_core import ManualClock, MemoryBackend, Producer, QueueSet
+from tests.harness import MemoryEnv, RabbitEnv, WorkerEnv, broker_reachable
 from tests.support import Recorder, seed_queues
 
 
@@ -41,3 +43,28 @@ def recorder() -> Iterator[Callable[[], Recorder]]:
     yield make
     failures = [exc for rec in made for exc in rec.failed_assertions]
     assert not failures, f"assertions failed inside handlers: {failures}"
+
+
+def require_broker() -> None:
+    """Fail under CI, skip elsewhere, when no RabbitMQ answers."""
+    if broker_reachable():
+        return
+    message = "RabbitMQ is not reachable on 127.0.0.1:5672 (scripts/ensure-rabbitmq starts it)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
+def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
+    """The environment a worker test runs in: memory + manual clock, or real RabbitMQ."""
+    env: WorkerEnv
+    if request.param == "memory":
+        env = MemoryEnv()
+    else:
+        require_broker()
+        env = RabbitEnv()
+    try:
+        yield env
+    finally:
+        env.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from queuey_core import (
     Backoff,
@@ -29,14 +29,15 @@ J = TypeVar("J", bound=Job)
 BACKOFF = Backoff(initial=1.0, max=600.0)
 
 
-def seed_queues() -> QueueSet:
+def seed_queues(backoff_initial: float = 1.0) -> QueueSet:
     """alpha: prefetch 4, ten priorities, 3 attempts; beta: prefetch 2, 1 attempt;
     gamma: prefetch 1, not a priority queue."""
+    backoff = Backoff(initial=backoff_initial, max=600.0)
     return QueueSet(
         [
-            QueueConfig(ALPHA, prefetch=4, max_priority=10, retry=RetryPolicy(3, BACKOFF)),
-            QueueConfig(BETA, prefetch=2, retry=RetryPolicy(1, BACKOFF)),
-            QueueConfig(GAMMA, prefetch=1, retry=RetryPolicy(3, BACKOFF)),
+            QueueConfig(ALPHA, prefetch=4, max_priority=10, retry=RetryPolicy(3, backoff)),
+            QueueConfig(BETA, prefetch=2, retry=RetryPolicy(1, backoff)),
+            QueueConfig(GAMMA, prefetch=1, retry=RetryPolicy(3, backoff)),
         ]
     )
 
@@ -143,13 +144,17 @@ def wait_for(
         time.sleep(0.001)
 
 
+class _Waits(Protocol):
+    def wait_for(self, cond: Callable[[], bool], timeout: float = ...) -> None: ...
+
+
 class Running:
     """A worker running on its own thread, like the seed's spawned task."""
 
-    def __init__(self, worker: Worker, clock: ManualClock | None) -> None:
+    def __init__(self, worker: Worker, time: ManualClock | _Waits | None) -> None:
         self.worker = worker
         self.handle: WorkerHandle = worker.handle
-        self.clock = clock
+        self._time = time
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
         self._thread.start()
@@ -165,7 +170,10 @@ class Running:
 
     def join(self) -> BaseException | None:
         """Wait for run() to return (advancing the clock), and return what it raised."""
-        wait_for(self.is_finished, self.clock)
+        if self._time is None or isinstance(self._time, ManualClock):
+            wait_for(self.is_finished, self._time)
+        else:
+            self._time.wait_for(self.is_finished)
         return self.error
 
     def stop(self) -> None:
@@ -176,5 +184,5 @@ class Running:
             raise error
 
 
-def start(worker: Worker, clock: ManualClock | None) -> Running:
-    return Running(worker, clock)
+def start(worker: Worker, time: ManualClock | _Waits | None) -> Running:
+    return Running(worker, time)

@@ -1,8 +1,10 @@
 """The seed's 28 worker tests (seed/queuey_core/worker.rs), one Python twin each.
 
-Each keeps the seed's name, setup and assertions. A ManualClock stands in for tokio's
-paused time: ``wait_for`` advances it while polling, so no test sleeps through a
-backoff, a hold or a timeout.
+Each keeps the seed's name, setup and assertions, and runs twice: on MemoryBackend with
+a ManualClock standing in for tokio's paused time (``h.wait_for`` advances it while
+polling, so no test sleeps through a backoff, a hold or a timeout), and on a real
+RabbitMQ, where the seed's durations shrink to ``h.d(x)`` of real time (see
+tests/harness.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from queuey_core import (
     BackendError,
+    Clock,
     ConsumerEnded,
     ConsumerStoppedError,
     DeadLetter,
@@ -24,8 +27,6 @@ from queuey_core import (
     Fatal,
     Handler,
     JobContext,
-    ManualClock,
-    MemoryBackend,
     Producer,
     QueueConfig,
     QueueSet,
@@ -33,6 +34,7 @@ from queuey_core import (
     Worker,
 )
 from queuey_core.backends.base import Sink, Subscription
+from tests.harness import Inspectable, WorkerEnv
 from tests.support import (
     ALPHA,
     BETA,
@@ -45,16 +47,35 @@ from tests.support import (
     Stubborn,
     noop,
     start,
-    wait_for,
 )
 
 MakeRecorder = Callable[[], Recorder]
 
 
+@pytest.fixture
+def backend(h: WorkerEnv) -> Inspectable:
+    return h.backend
+
+
+@pytest.fixture
+def producer(h: WorkerEnv) -> Producer:
+    return h.producer()
+
+
+@pytest.fixture
+def queues(h: WorkerEnv) -> QueueSet:
+    return h.queues
+
+
+@pytest.fixture
+def clock(h: WorkerEnv) -> Clock:
+    return h.clock
+
+
 class Unsettleable:
     """A MemoryBackend whose deliveries can never be settled."""
 
-    def __init__(self, inner: MemoryBackend) -> None:
+    def __init__(self, inner: Inspectable) -> None:
         self.inner = inner
 
     def declare(self, queues: Sequence[QueueConfig]) -> None:
@@ -112,10 +133,11 @@ class NeverSettles:
 
 
 def test_successful_job_is_acked(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -130,10 +152,10 @@ def test_successful_job_is_acked(
         assert ctx.queue == ALPHA
 
     worker = Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock)
-    running = start(worker, clock)
+    running = start(worker, h)
 
     job_id = producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: len(backend.acked(ALPHA)) == 1, clock)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 1)
 
     assert backend.acked(ALPHA)[0].job_id == job_id
     assert backend.dead_letters(ALPHA) == []
@@ -144,10 +166,11 @@ def test_successful_job_is_acked(
 
 
 def test_retryable_failure_is_retried_and_then_succeeds(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -161,11 +184,11 @@ def test_retryable_failure_is_retried_and_then_succeeds(
             raise Retryable("flaky")
         assert ctx.attempt == 2
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: seen.attempts() == 2, clock)
-    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+    h.wait_for(lambda: seen.attempts() == 2)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 2)
 
     acked = backend.acked(ALPHA)
     assert acked[0].attempt == 1, "the first ack is the retried original"
@@ -176,10 +199,11 @@ def test_retryable_failure_is_retried_and_then_succeeds(
 
 
 def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -189,10 +213,10 @@ def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
         seen.leave()
         raise Retryable("always down")
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(ALPHA)))
 
     assert seen.attempts() == 3, "queue policy is three attempts"
     dead = backend.dead_letters(ALPHA)
@@ -204,10 +228,11 @@ def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
 
 
 def test_fatal_failure_dead_letters_immediately(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -217,10 +242,10 @@ def test_fatal_failure_dead_letters_immediately(
         seen.leave()
         raise Fatal("bad input")
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(ALPHA)))
 
     assert seen.attempts() == 1, "one attempt only, though the queue allows three"
     dead = backend.dead_letters(ALPHA)
@@ -231,10 +256,11 @@ def test_fatal_failure_dead_letters_immediately(
 
 
 def test_job_retry_policy_overrides_the_queue_policy(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -245,10 +271,10 @@ def test_job_retry_policy_overrides_the_queue_policy(
         seen.leave()
         raise Retryable("nope")
 
-    running = start(Worker(backend, queues, [seen.handler(Stubborn, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Stubborn, handle)], clock=clock), h)
 
     producer.enqueue(Stubborn(id=1))
-    wait_for(lambda: bool(backend.dead_letters(BETA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(BETA)))
 
     assert seen.attempts() == 2
     assert "max attempts" in backend.dead_letters(BETA)[0][1]
@@ -256,10 +282,11 @@ def test_job_retry_policy_overrides_the_queue_policy(
 
 
 def test_queue_policy_without_retries_dead_letters_on_first_failure(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -271,21 +298,21 @@ def test_queue_policy_without_retries_dead_letters_on_first_failure(
         seen.leave()
         raise Retryable("nope")
 
-    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), h)
 
     producer.enqueue(Ping(seq=1))
-    wait_for(lambda: bool(backend.dead_letters(BETA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(BETA)))
     assert seen.attempts() == 1
     running.stop()
 
 
 def test_job_without_a_handler_is_dead_lettered(
-    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, producer: Producer, queues: QueueSet, clock: Clock
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
 
     producer.enqueue(Orphan(id=9))
-    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(ALPHA)))
 
     dead = backend.dead_letters(ALPHA)
     assert dead[0][0].job_type == Orphan.NAME
@@ -294,7 +321,7 @@ def test_job_without_a_handler_is_dead_lettered(
 
 
 def test_malformed_payload_is_dead_lettered(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock, recorder: MakeRecorder
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock, recorder: MakeRecorder
 ) -> None:
     seen = recorder()
 
@@ -302,13 +329,13 @@ def test_malformed_payload_is_dead_lettered(
         seen.enter()
         seen.leave()
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     envelope = Envelope.for_job(Greet(name="ada"), enqueued_at=clock.wall_ms())
     envelope = envelope.model_copy(update={"payload": {"not_a_name": 42}})
     backend.publish(envelope)
 
-    wait_for(lambda: bool(backend.dead_letters(ALPHA)), clock)
+    h.wait_for(lambda: bool(backend.dead_letters(ALPHA)))
     dead = backend.dead_letters(ALPHA)
     assert "decode error" in dead[0][1], f"reason was {dead[0][1]!r}"
     assert seen.attempts() == 0, "handler must not run on a decode failure"
@@ -316,10 +343,11 @@ def test_malformed_payload_is_dead_lettered(
 
 
 def test_panicking_handler_is_retried(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -330,11 +358,11 @@ def test_panicking_handler_is_retried(
         if n == 1:
             raise RuntimeError("handler exploded on purpose")
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: seen.attempts() == 2, clock)
-    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+    h.wait_for(lambda: seen.attempts() == 2)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 2)
 
     assert backend.dead_letters(ALPHA) == []
     assert not running.is_finished(), "the worker itself survived the exception"
@@ -342,10 +370,11 @@ def test_panicking_handler_is_retried(
 
 
 def test_job_timeout_is_a_retryable_failure(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -353,14 +382,14 @@ def test_job_timeout_is_a_retryable_failure(
     def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         if n == 1:
-            clock.sleep(3600)
+            h.sleep(3600)
         seen.leave()
 
-    worker = Worker(backend, queues, [seen.handler(Greet, handle)], job_timeout=5, clock=clock)
-    running = start(worker, clock)
+    worker = Worker(backend, queues, [seen.handler(Greet, handle)], job_timeout=h.d(5), clock=clock)
+    running = start(worker, h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 2)
 
     assert seen.attempts() == 2
     assert backend.dead_letters(ALPHA) == []
@@ -368,10 +397,11 @@ def test_job_timeout_is_a_retryable_failure(
 
 
 def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -383,14 +413,14 @@ def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
         if n == 1:
             assert ctx.deferrals == 0
             assert ctx.priority == 0
-            raise Deferred(1)
+            raise Deferred(h.d(1))
         second_run.append(ctx)
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     job_id = producer.enqueue(Greet(name="limited"))
-    wait_for(lambda: seen.attempts() == 2, clock)
-    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+    h.wait_for(lambda: seen.attempts() == 2)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 2)
 
     ctx = second_run[0]
     assert ctx.attempt == 1, "a deferral does not spend an attempt"
@@ -409,10 +439,11 @@ def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
 
 
 def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -424,17 +455,17 @@ def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
         n = seen.enter()
         seen.leave()
         if n == 1:
-            raise Deferred(1)
+            raise Deferred(h.d(1))
         if n == 2:
             assert ctx.priority == 10, "the deferral came back first"
             raise Retryable("flaky")
         third_run.append(ctx)
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="limited"))
-    wait_for(lambda: seen.attempts() == 3, clock)
-    wait_for(lambda: len(backend.acked(ALPHA)) == 3, clock)
+    h.wait_for(lambda: seen.attempts() == 3)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 3)
 
     ctx = third_run[0]
     assert ctx.attempt == 2, "the retry spent an attempt"
@@ -451,10 +482,11 @@ def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
 
 
 def test_deferral_on_a_queue_without_priorities_stays_at_zero(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -464,13 +496,13 @@ def test_deferral_on_a_queue_without_priorities_stays_at_zero(
         n = seen.enter()
         seen.leave()
         if n == 1:
-            raise Deferred(2, "rate limited")
+            raise Deferred(h.d(2), "rate limited")
         second_run.append(ctx)
 
-    running = start(Worker(backend, queues, [seen.handler(Nudge, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Nudge, handle)], clock=clock), h)
 
     producer.enqueue(Nudge(id=1))
-    wait_for(lambda: seen.attempts() == 2, clock)
+    h.wait_for(lambda: seen.attempts() == 2)
 
     ctx = second_run[0]
     assert ctx.priority == 0, "gamma is not a priority queue"
@@ -482,10 +514,11 @@ def test_deferral_on_a_queue_without_priorities_stays_at_zero(
 
 
 def test_deferral_never_consults_the_retry_policy(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -500,13 +533,13 @@ def test_deferral_never_consults_the_retry_policy(
         assert ctx.is_last_attempt()
         assert ctx.deferrals == n - 1
         if n < 4:
-            raise Deferred(1)
+            raise Deferred(h.d(1))
 
-    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Ping, handle)], clock=clock), h)
 
     producer.enqueue(Ping(seq=1))
-    wait_for(lambda: seen.attempts() == 4, clock)
-    wait_for(lambda: len(backend.acked(BETA)) == 4, clock)
+    h.wait_for(lambda: seen.attempts() == 4)
+    h.wait_for(lambda: len(backend.acked(BETA)) == 4)
 
     assert backend.dead_letters(BETA) == [], (
         "three deferrals on a one-attempt queue must not dead-letter"
@@ -518,10 +551,11 @@ def test_deferral_never_consults_the_retry_policy(
 
 
 def test_a_job_in_hold_survives_the_worker_shutting_down(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
@@ -529,12 +563,12 @@ def test_a_job_in_hold_survives_the_worker_shutting_down(
     def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
-        raise Deferred(3600)
+        raise Deferred(h.d(3600))
 
-    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [seen.handler(Greet, handle)], clock=clock), h)
 
     job_id = producer.enqueue(Greet(name="held"))
-    wait_for(lambda: len(backend.acked(ALPHA)) == 1, clock)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 1)
     assert backend.deferred(ALPHA) == 1
 
     # The worker goes away while the job is still in hold.
@@ -544,7 +578,7 @@ def test_a_job_in_hold_survives_the_worker_shutting_down(
     assert backend.pending(ALPHA) == 0
 
     # The backend is shared and stays open, so the hold still expires.
-    clock.advance(3601)
+    h.elapse(3601)
     assert backend.deferred(ALPHA) == 0
     assert backend.pending(ALPHA) == 1
     waiting = backend.acked(ALPHA)
@@ -553,10 +587,11 @@ def test_a_job_in_hold_survives_the_worker_shutting_down(
 
 
 def test_a_deferred_job_beats_work_enqueued_while_it_waited(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     order: list[str] = []
@@ -570,7 +605,7 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
             seen.leave()
             order.append(job.name)
             if job.name == "limited" and ctx.deferrals == 0:
-                raise Deferred(30)
+                raise Deferred(h.d(30))
 
         return Worker(
             backend,
@@ -581,9 +616,9 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
             clock=clock,
         )
 
-    running = start(make_worker(), clock)
+    running = start(make_worker(), h)
     producer.enqueue(Greet(name="limited"))
-    wait_for(lambda: backend.deferred(ALPHA) == 1, clock)
+    h.wait_for(lambda: backend.deferred(ALPHA) == 1)
     # Nothing consumes from here on, so the queue order is observable.
     running.stop()
 
@@ -592,11 +627,11 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
     producer.enqueue(Greet(name="backlog-1"))
     producer.enqueue(Greet(name="backlog-2"))
     assert backend.pending(ALPHA) == 2
-    wait_for(lambda: backend.deferred(ALPHA) == 0, clock)
+    h.wait_for(lambda: backend.deferred(ALPHA) == 0)
     assert backend.pending(ALPHA) == 3
 
-    running = start(make_worker(), clock)
-    wait_for(lambda: seen.attempts() == 4, clock)
+    running = start(make_worker(), h)
+    h.wait_for(lambda: seen.attempts() == 4)
 
     assert order == ["limited", "limited", "backlog-1", "backlog-2"], (
         "the deferred job must overtake the backlog that built up"
@@ -606,37 +641,40 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
 
 
 def test_a_failed_defer_is_counted_as_a_settle_failure(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
     inner = backend
     wrapped = Unsettleable(inner)
     producer = Producer(wrapped, queues, clock=clock)
 
     def handle(job: Greet, ctx: JobContext) -> None:
-        raise Deferred(1)
+        raise Deferred(h.d(1))
 
     worker = Worker(wrapped, queues, [Handler(Greet, handle)], clock=clock)
-    running = start(worker, clock)
+    running = start(worker, h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: running.handle.settle_failures() == 1, clock)
+    h.wait_for(lambda: running.handle.settle_failures() == 1)
 
     assert inner.acked(ALPHA) == []
     assert inner.deferred(ALPHA) == 0
     running.stop()
 
 
-def test_duplicate_handler_fails_the_build(backend: MemoryBackend, queues: QueueSet) -> None:
+def test_duplicate_handler_fails_the_build(
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet
+) -> None:
     with pytest.raises(DuplicateHandlerError) as err:
         Worker(backend, queues, [noop(Greet), noop(Greet)])
     assert err.value.job_type == Greet.NAME
 
 
 def test_queues_restricts_consumption_to_the_chosen_subset(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     alpha_seen = recorder()
@@ -658,11 +696,11 @@ def test_queues_restricts_consumption_to_the_chosen_subset(
         clock=clock,
     )
     assert len(worker.queues) == 1, "duplicates must be collapsed"
-    running = start(worker, clock)
+    running = start(worker, h)
 
     producer.enqueue(Ping(seq=1))
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: alpha_seen.attempts() == 1, clock)
+    h.wait_for(lambda: alpha_seen.attempts() == 1)
 
     assert beta_seen.attempts() == 0
     assert backend.pending(BETA) == 1, "the beta message is still on its queue, untouched"
@@ -670,10 +708,11 @@ def test_queues_restricts_consumption_to_the_chosen_subset(
 
 
 def test_graceful_shutdown_waits_for_in_flight_jobs(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     started = recorder()
@@ -681,15 +720,15 @@ def test_graceful_shutdown_waits_for_in_flight_jobs(
 
     def handle(job: Greet, ctx: JobContext) -> None:
         started.enter()
-        clock.sleep(30)
+        h.sleep(30)
         finished.enter()
         finished.leave()
         started.leave()
 
-    running = start(Worker(backend, queues, [started.handler(Greet, handle)], clock=clock), clock)
+    running = start(Worker(backend, queues, [started.handler(Greet, handle)], clock=clock), h)
 
     producer.enqueue(Greet(name="slow"))
-    wait_for(lambda: started.attempts() == 1, clock)
+    h.wait_for(lambda: started.attempts() == 1)
     assert finished.attempts() == 0
 
     running.handle.shutdown()
@@ -702,10 +741,11 @@ def test_graceful_shutdown_waits_for_in_flight_jobs(
 
 
 def test_shutdown_processes_the_deliveries_it_already_pulled(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     published = 6
@@ -715,19 +755,19 @@ def test_shutdown_processes_the_deliveries_it_already_pulled(
     # while the dispatcher is busy, so deliveries pile up in between.
     def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
-        clock.sleep(5)
+        h.sleep(5)
         seen.leave()
 
     worker = Worker(
         backend, queues, [seen.handler(Greet, handle)], consume=[ALPHA], concurrency=1, clock=clock
     )
-    running = start(worker, clock)
+    running = start(worker, h)
 
     for i in range(published):
         producer.enqueue(Greet(name=f"job-{i}"))
     # One job is running; the rest are buffered in the worker, in the backend's
     # consumer, or still on the queue.
-    wait_for(lambda: seen.attempts() == 1, clock)
+    h.wait_for(lambda: seen.attempts() == 1)
 
     running.handle.shutdown()
     assert running.join() is None
@@ -743,9 +783,9 @@ def test_shutdown_processes_the_deliveries_it_already_pulled(
 
 
 def test_closing_the_backend_on_shutdown_is_opt_in(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
     running.stop()
     assert not backend.is_closed(), "default must leave the backend alone"
 
@@ -754,13 +794,13 @@ def test_closing_the_backend_on_shutdown_is_opt_in(
 
     worker = Worker(backend, queues, [noop(Greet)], close_backend_on_shutdown=True, clock=clock)
     assert "close_backend_on_shutdown=True" in repr(worker)
-    running = start(worker, clock)
+    running = start(worker, h)
     running.stop()
     assert backend.is_closed()
 
 
 def test_failures_to_settle_are_counted(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
     inner = backend
     wrapped = Unsettleable(inner)
@@ -769,10 +809,10 @@ def test_failures_to_settle_are_counted(
     worker = Worker(wrapped, queues, [noop(Greet)], clock=clock)
     handle = worker.handle
     assert handle.settle_failures() == 0
-    running = start(worker, clock)
+    running = start(worker, h)
 
     producer.enqueue(Greet(name="ada"))
-    wait_for(lambda: handle.settle_failures() == 1, clock)
+    h.wait_for(lambda: handle.settle_failures() == 1)
 
     assert inner.acked(ALPHA) == [], "the handler ran, but the broker never heard about it"
     assert "settle_failures=1" in repr(handle)
@@ -780,26 +820,27 @@ def test_failures_to_settle_are_counted(
 
 
 def test_concurrency_is_capped(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
 
     def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
-        clock.sleep(1)
+        h.sleep(1)
         seen.leave()
 
     worker = Worker(backend, queues, [seen.handler(Greet, handle)], concurrency=2, clock=clock)
     assert worker.concurrency == 2
-    running = start(worker, clock)
+    running = start(worker, h)
 
     for i in range(8):
         producer.enqueue(Greet(name=f"job-{i}"))
-    wait_for(lambda: len(backend.acked(ALPHA)) == 8, clock)
+    h.wait_for(lambda: len(backend.acked(ALPHA)) == 8)
 
     assert seen.attempts() == 8
     assert seen.max_running() <= 2, f"ran {seen.max_running()} jobs at once"
@@ -807,7 +848,7 @@ def test_concurrency_is_capped(
 
 
 def test_default_concurrency_is_the_sum_of_prefetch(
-    backend: MemoryBackend, queues: QueueSet
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet
 ) -> None:
     worker = Worker(backend, queues, [noop(Greet)])
     assert worker.concurrency == 7, "alpha prefetch 4 + beta prefetch 2 + gamma prefetch 1"
@@ -815,13 +856,13 @@ def test_default_concurrency_is_the_sum_of_prefetch(
 
 
 def test_lost_backend_ends_the_run_with_an_error(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), clock)
+    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
 
     # Simulate the connection going away underneath the worker, once both consumers
     # have actually registered with the backend.
-    wait_for(lambda: backend.consumer_count(ALPHA) == 1 and backend.consumer_count(BETA) == 1)
+    h.wait_for(lambda: backend.consumer_count(ALPHA) == 1 and backend.consumer_count(BETA) == 1)
     backend.close()
 
     error = running.join()
@@ -830,7 +871,7 @@ def test_lost_backend_ends_the_run_with_an_error(
 
 
 def test_shutdown_before_run_stops_immediately(
-    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
     worker = Worker(backend, queues, [noop(Greet)], clock=clock)
     handle = worker.handle
@@ -848,10 +889,11 @@ def test_shutdown_before_run_stops_immediately(
 
 
 def test_handlers_of_different_job_types_are_routed_independently(
-    backend: MemoryBackend,
+    h: WorkerEnv,
+    backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
-    clock: ManualClock,
+    clock: Clock,
     recorder: MakeRecorder,
 ) -> None:
     greets = recorder()
@@ -871,13 +913,13 @@ def test_handlers_of_different_job_types_are_routed_independently(
         [greets.handler(Greet, on_greet), pings.handler(Ping, on_ping)],
         clock=clock,
     )
-    running = start(worker, clock)
+    running = start(worker, h)
 
     producer.enqueue(Greet(name="ada"))
     producer.enqueue(Ping(seq=1))
     producer.enqueue(Ping(seq=2))
 
-    wait_for(lambda: greets.attempts() == 1 and pings.attempts() == 2, clock)
+    h.wait_for(lambda: greets.attempts() == 1 and pings.attempts() == 2)
     assert len(backend.acked(ALPHA)) == 1
     assert len(backend.acked(BETA)) == 2
     running.stop()

@@ -107,7 +107,7 @@ class _Link:
         self._ready = threading.Event()
         self._lost_at: float | None = None
         self._attempt = 0
-        self._wait = tenacity.wait_exponential_jitter(initial=0.1, max=3.0, jitter=0.2)
+        self._wait = tenacity.wait_exponential_jitter(multiplier=0.1, max=3.0, jitter=0.2)
         self._retry_state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
         self._thread = threading.Thread(target=self._main, name=f"queuey-{name}", daemon=True)
 
@@ -910,6 +910,11 @@ class RabbitMQBackend:
             )
 
         return self._admin.run(work)
+
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        with self._lock:
+            return self._closed
 
     def close(self) -> None:
         """See :meth:`Backend.close`."""

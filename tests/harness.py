@@ -1,0 +1,264 @@
+"""Where the seed's worker tests run: in memory on a manual clock, or on a real RabbitMQ.
+
+Both environments offer the same handful of things the tests use: a backend that can
+be inspected (acked, dead letters, pending, held), the clock to give the worker, and
+time that passes. In memory, time is a ManualClock that ``wait_for`` advances while it
+polls; on RabbitMQ time is real, so a duration ``x`` from the seed becomes ``d(x)``
+(a tenth, at most three seconds): the seed's shape survives, its hours do not.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import pika
+
+from queuey_core import (
+    Backend,
+    Clock,
+    ConsumerEnded,
+    DeadLetter,
+    Delivery,
+    Envelope,
+    ManualClock,
+    MemoryBackend,
+    Producer,
+    QueueConfig,
+    QueueSet,
+    SystemClock,
+)
+from queuey_core.backends.base import Sink, Subscription
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from tests.support import seed_queues
+
+AMQP_URL = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+
+
+def broker_reachable(host: str = "127.0.0.1", port: int = 5672) -> bool:
+    """Whether something accepts TCP connections on the broker's port."""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+class Inspectable(Backend, Protocol):
+    """What the seed's tests ask of a backend besides the Backend protocol."""
+
+    def acked(self, queue: str) -> list[Envelope]: ...
+    def dead_letters(self, queue: str) -> list[DeadLetter]: ...
+    def pending(self, queue: str) -> int: ...
+    def deferred(self, queue: str) -> int: ...
+    def consumer_count(self, queue: str) -> int: ...
+    def is_closed(self) -> bool: ...
+
+
+class RecordingRabbit:
+    """A RabbitMQBackend that records what was acked, as MemoryBackend does.
+
+    Every delivery it hands out records its envelope when an ack, retry or defer went
+    through (a retried or deferred original counts as acked, as in memory).
+    """
+
+    def __init__(self, inner: RabbitMQBackend) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._acked: dict[str, list[Envelope]] = {}
+
+    def declare(self, queues: Sequence[QueueConfig]) -> None:
+        self.inner.declare(queues)
+
+    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
+        self.inner.publish(envelope, delay=delay)
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        self.inner.publish_many(items)
+
+    def defer(self, envelope: Envelope, delay: float) -> None:
+        self.inner.defer(envelope, delay)
+
+    def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
+        def wrap(item: Delivery | ConsumerEnded) -> None:
+            sink(item if isinstance(item, ConsumerEnded) else _Recorded(self, item))
+
+        return self.inner.consume(queue, wrap)
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+        return self.inner.list_dead_letters(queue, limit=limit)
+
+    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+        return self.inner.requeue_dead_letters(queue, job_ids)
+
+    def purge_dead_letters(self, queue: str) -> int:
+        return self.inner.purge_dead_letters(queue)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def record(self, envelope: Envelope) -> None:
+        with self._lock:
+            self._acked.setdefault(envelope.queue, []).append(envelope)
+
+    def acked(self, queue: str) -> list[Envelope]:
+        with self._lock:
+            return list(self._acked.get(queue, []))
+
+    def dead_letters(self, queue: str) -> list[DeadLetter]:
+        return self.inner.list_dead_letters(queue)
+
+    def pending(self, queue: str) -> int:
+        return self.inner.queue_counts(queue)[0]
+
+    def deferred(self, queue: str) -> int:
+        # The ladder is shared by every queue: this counts all held messages. The tests
+        # hold nothing but the job under test, and the teardown drains the ladder.
+        return self.inner.held_count()
+
+    def consumer_count(self, queue: str) -> int:
+        return self.inner.queue_counts(queue)[1]
+
+    def is_closed(self) -> bool:
+        return self.inner.is_closed()
+
+
+class _Recorded:
+    def __init__(self, owner: RecordingRabbit, inner: Delivery) -> None:
+        self._owner = owner
+        self._inner = inner
+
+    @property
+    def envelope(self) -> Envelope:
+        return self._inner.envelope
+
+    def ack(self) -> None:
+        self._inner.ack()
+        self._owner.record(self._inner.envelope)
+
+    def dead_letter(self, reason: str) -> None:
+        self._inner.dead_letter(reason)
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        self._inner.retry(next_envelope, delay)
+        self._owner.record(self._inner.envelope)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        self._inner.defer(next_envelope, delay)
+        self._owner.record(self._inner.envelope)
+
+
+class WorkerEnv:
+    """The backend, clock and time of one test of the worker."""
+
+    name = "?"
+    backend: Inspectable
+    clock: Clock
+    queues: QueueSet
+
+    def d(self, seconds: float) -> float:
+        """A duration of the seed, as this environment runs it."""
+        return seconds
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep inside a handler for the seed's ``seconds`` (interruptible by a timeout)."""
+        raise NotImplementedError
+
+    def elapse(self, seconds: float) -> None:
+        """Let the seed's ``seconds`` pass in the test's own thread."""
+        raise NotImplementedError
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Poll ``cond`` until it holds, letting time pass; fail after ``timeout`` real s."""
+        raise NotImplementedError
+
+    def producer(self, backend: Backend | None = None) -> Producer:
+        return Producer(backend or self.backend, self.queues, clock=self.clock)
+
+    def close(self) -> None:
+        """Clean up after the test."""
+
+
+class MemoryEnv(WorkerEnv):
+    """MemoryBackend on a ManualClock: the seed's paused time."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.manual = ManualClock()
+        self.clock = self.manual
+        self.backend = MemoryBackend(clock=self.manual)
+        self.queues = seed_queues()
+
+    def sleep(self, seconds: float) -> None:
+        self.manual.sleep(seconds)
+
+    def elapse(self, seconds: float) -> None:
+        self.manual.advance(seconds)
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise AssertionError("condition was never met")
+            self.manual.advance(0.1)
+            time.sleep(0.001)
+
+
+class RabbitEnv(WorkerEnv):
+    """A real RabbitMQ in real time; the seed's durations shrink to ``d(x)``."""
+
+    name = "rabbitmq"
+
+    def __init__(self) -> None:
+        self.clock = SystemClock()
+        self.queues = seed_queues(backoff_initial=0.1)
+        self._reset_queues()
+        self.inner = RabbitMQBackend(AMQP_URL, heartbeat=10, publish_timeout=10)
+        self.backend = RecordingRabbit(self.inner)
+
+    def d(self, seconds: float) -> float:
+        return min(seconds / 10, 3.0)
+
+    def sleep(self, seconds: float) -> None:
+        # In slices, so that an asynchronous JobTimeout can land between them.
+        end = time.monotonic() + self.d(seconds)
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.01))
+
+    def elapse(self, seconds: float) -> None:
+        time.sleep(self.d(seconds) + 0.2)
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise AssertionError("condition was never met")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        try:
+            probe = RabbitMQBackend(AMQP_URL)
+            try:
+                deadline = time.monotonic() + 15
+                while probe.held_count() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            finally:
+                probe.close()
+        finally:
+            self.inner.close()
+            self._reset_queues()
+
+    def _reset_queues(self) -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+        try:
+            ch = conn.channel()
+            for name in self.queues:
+                ch.queue_delete(name)
+                ch.queue_delete(f"{name}.dlq")
+        finally:
+            conn.close()

@@ -61,14 +61,16 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def redact(url: str) -> str:
-    """``url`` with its password replaced, for logs and messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    """``url`` with its password replaced, for logs and messages; never raises."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
         return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    user = userinfo.split(":", 1)[0]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
 
 
 def _describe(exc: BaseException) -> str:

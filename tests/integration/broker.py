@@ -1,0 +1,55 @@
+"""Helpers that reach around queuey to look at or poke the real broker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pika
+
+from tests.harness import AMQP_URL
+
+
+def rabbitmqctl(*args: str) -> str:
+    """Run rabbitmqctl and return what it printed."""
+    done = subprocess.run(
+        ["rabbitmqctl", *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout
+
+
+def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
+    """``rabbitmqctl list_<kind>`` as a list of dicts."""
+    out = rabbitmqctl(f"list_{kind}", "--formatter", "json", *fields)
+    rows: list[dict[str, Any]] = json.loads(out)
+    for row in rows:
+        # Arguments come as [name, type, value] triples.
+        if isinstance(row.get("arguments"), list):
+            row["arguments"] = {name: value for name, _type, value in row["arguments"]}
+    return rows
+
+
+@contextmanager
+def channel() -> Iterator[Any]:
+    """A raw pika channel, for what queuey would not do."""
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    try:
+        yield conn.channel()
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:8]}"
+
+
+def delete_queues(*names: str) -> None:
+    with channel() as ch:
+        for name in names:
+            ch.queue_delete(name)
+            ch.queue_delete(f"{name}.dlq")

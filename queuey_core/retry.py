@@ -56,9 +56,13 @@ class Backoff:
         if self.initial == 0 or self.multiplier == 1:
             return min(self.initial, self.max)
         # Compare logarithms before computing the power: retry 10_000 must not overflow.
-        if (retry - 1) * math.log(self.multiplier) >= math.log(self.max / self.initial):
+        exponent = (retry - 1) * math.log(self.multiplier)
+        if exponent >= math.log(self.max) - math.log(self.initial):
             return self.max
-        return min(self.initial * self.multiplier ** (retry - 1), self.max)
+        try:
+            return min(self.initial * self.multiplier ** (retry - 1), self.max)
+        except OverflowError:  # a tiny initial times a huge power: stay in log space
+            return min(math.exp(math.log(self.initial) + exponent), self.max)
 
     def delay(self, retry: int, rand: float | None = None) -> float:
         """The delay before retry ``retry``; ``rand`` in ``[0, 1)`` applies the jitter."""

@@ -100,6 +100,7 @@ class WorkerHandle:
         self._lock = threading.Lock()
         self._settle_failures = 0
         self._stuck = 0
+        self._in_flight = 0
         self._wakers: list[Callable[[], None]] = []
 
     def shutdown(self) -> None:
@@ -124,6 +125,11 @@ class WorkerHandle:
         with self._lock:
             return self._settle_failures
 
+    def in_flight(self) -> int:
+        """Deliveries the worker holds: pulled from the broker and not settled yet."""
+        with self._lock:
+            return self._in_flight
+
     def stuck_jobs(self) -> int:
         """Job threads still running although their job timed out (and was settled)."""
         with self._lock:
@@ -132,6 +138,10 @@ class WorkerHandle:
     def _count_settle_failure(self) -> None:
         with self._lock:
             self._settle_failures += 1
+
+    def _add_in_flight(self, n: int) -> None:
+        with self._lock:
+            self._in_flight += n
 
     def _add_stuck(self, n: int) -> None:
         with self._lock:
@@ -148,7 +158,8 @@ class WorkerHandle:
     def __repr__(self) -> str:
         return (
             f"WorkerHandle(shutdown={self.is_shutdown()}, "
-            f"settle_failures={self.settle_failures()}, stuck_jobs={self.stuck_jobs()})"
+            f"settle_failures={self.settle_failures()}, stuck_jobs={self.stuck_jobs()}, "
+            f"in_flight={self.in_flight()})"
         )
 
 
@@ -334,6 +345,11 @@ class Worker:
             events.put(_WAKE)
             slots.wake()
 
+        def sink(item: Delivery | ConsumerEnded) -> None:
+            if not isinstance(item, ConsumerEnded):
+                handle._add_in_flight(1)
+            events.put(item)
+
         handle._add_waker(wake)
         error: QueueyError | None = None
         subscriptions: list[Subscription] = []
@@ -342,7 +358,7 @@ class Worker:
             if not handle.is_shutdown():
                 for config in self._queues:
                     try:
-                        subscriptions.append(self._backend.consume(config, events.put))
+                        subscriptions.append(self._backend.consume(config, sink))
                     except QueueyError as exc:
                         logger.error(
                             "failed to start consumer", extra={"queue": config.name}, exc_info=True
@@ -411,6 +427,7 @@ class Worker:
         except BaseException:  # never expected: _dispatch settles every outcome itself
             logger.critical("worker bug while processing a delivery", exc_info=True)
         finally:
+            self._handle._add_in_flight(-1)
             slots.give()
 
     def _dispatch(self, delivery: Delivery) -> None:

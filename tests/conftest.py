@@ -4,10 +4,16 @@ import os
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from queuey_core import ManualClock, MemoryBackend, Producer, QueueSet
 from tests.harness import MemoryEnv, RabbitEnv, WorkerEnv, broker_reachable
 from tests.support import Recorder, seed_queues
+
+# CI explores the same examples every run, so a red build always reproduces.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture

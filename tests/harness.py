@@ -59,17 +59,15 @@ class Inspectable(Backend, Protocol):
     def is_closed(self) -> bool: ...
 
 
-class RecordingRabbit:
-    """A RabbitMQBackend that records what was acked, as MemoryBackend does.
+class Wrapping:
+    """A backend that passes everything to ``inner`` and wraps the deliveries it hands out."""
 
-    Every delivery it hands out records its envelope when an ack, retry or defer went
-    through (a retried or deferred original counts as acked, as in memory).
-    """
-
-    def __init__(self, inner: RabbitMQBackend) -> None:
+    def __init__(self, inner: Backend) -> None:
         self.inner = inner
-        self._lock = threading.Lock()
-        self._acked: dict[str, list[Envelope]] = {}
+
+    def wrap(self, delivery: Delivery) -> Delivery:
+        """The delivery the consumer gets instead of ``delivery``."""
+        return delivery
 
     def declare(self, queues: Sequence[QueueConfig]) -> None:
         self.inner.declare(queues)
@@ -84,10 +82,10 @@ class RecordingRabbit:
         self.inner.defer(envelope, delay)
 
     def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
-        def wrap(item: Delivery | ConsumerEnded) -> None:
-            sink(item if isinstance(item, ConsumerEnded) else _Recorded(self, item))
+        def wrapped(item: Delivery | ConsumerEnded) -> None:
+            sink(item if isinstance(item, ConsumerEnded) else self.wrap(item))
 
-        return self.inner.consume(queue, wrap)
+        return self.inner.consume(queue, wrapped)
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
         return self.inner.list_dead_letters(queue, limit=limit)
@@ -101,6 +99,23 @@ class RecordingRabbit:
     def close(self) -> None:
         self.inner.close()
 
+
+class RecordingRabbit(Wrapping):
+    """A RabbitMQBackend that records what was acked, as MemoryBackend does.
+
+    Every delivery it hands out records its envelope when an ack, retry or defer went
+    through (a retried or deferred original counts as acked, as in memory).
+    """
+
+    def __init__(self, inner: RabbitMQBackend) -> None:
+        super().__init__(inner)
+        self.rabbit = inner
+        self._lock = threading.Lock()
+        self._acked: dict[str, list[Envelope]] = {}
+
+    def wrap(self, delivery: Delivery) -> Delivery:
+        return _Recorded(self, delivery)
+
     def record(self, envelope: Envelope) -> None:
         with self._lock:
             self._acked.setdefault(envelope.queue, []).append(envelope)
@@ -110,10 +125,10 @@ class RecordingRabbit:
             return list(self._acked.get(queue, []))
 
     def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return self.inner.list_dead_letters(queue)
+        return self.rabbit.list_dead_letters(queue)
 
     def pending(self, queue: str) -> int:
-        return self.inner.queue_counts(queue)[0]
+        return self.rabbit.queue_counts(queue)[0]
 
     def deferred(self, queue: str) -> int:
         # The ladder is shared by every queue: this counts all held messages. The tests
@@ -124,14 +139,14 @@ class RecordingRabbit:
         for i in range(3):
             if i:
                 time.sleep(0.02)
-            reads.append(self.inner.held_count())
+            reads.append(self.rabbit.held_count())
         return max(reads)
 
     def consumer_count(self, queue: str) -> int:
-        return self.inner.queue_counts(queue)[1]
+        return self.rabbit.queue_counts(queue)[1]
 
     def is_closed(self) -> bool:
-        return self.inner.is_closed()
+        return self.rabbit.is_closed()
 
 
 class _Recorded:

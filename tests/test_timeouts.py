@@ -1,4 +1,10 @@
-"""Job timeouts on threads: interruption, cancellation flag, and the concurrency cap."""
+"""Job timeouts on threads: interruption, cancellation flag, and the concurrency cap.
+
+These need the manual clock: they advance time past a timeout and its grace period
+while a thread is deliberately stuck, and check that nothing else started meanwhile,
+which real time can only show by sleeping. Timeouts on RabbitMQ are covered by the
+seed's ``test_job_timeout_is_a_retryable_failure[rabbitmq]``.
+"""
 
 from __future__ import annotations
 

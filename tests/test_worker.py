@@ -10,16 +10,14 @@ tests/harness.py).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pytest
 
 from queuey_core import (
     BackendError,
     Clock,
-    ConsumerEnded,
     ConsumerStoppedError,
-    DeadLetter,
     Deferred,
     Delivery,
     DuplicateHandlerError,
@@ -28,13 +26,11 @@ from queuey_core import (
     Handler,
     JobContext,
     Producer,
-    QueueConfig,
     QueueSet,
     Retryable,
     Worker,
 )
-from queuey_core.backends.base import Sink, Subscription
-from tests.harness import Inspectable, WorkerEnv
+from tests.harness import Inspectable, WorkerEnv, Wrapping
 from tests.support import (
     ALPHA,
     BETA,
@@ -72,41 +68,11 @@ def clock(h: WorkerEnv) -> Clock:
     return h.clock
 
 
-class Unsettleable:
-    """A MemoryBackend whose deliveries can never be settled."""
+class Unsettleable(Wrapping):
+    """A backend whose deliveries can never be settled."""
 
-    def __init__(self, inner: Inspectable) -> None:
-        self.inner = inner
-
-    def declare(self, queues: Sequence[QueueConfig]) -> None:
-        self.inner.declare(queues)
-
-    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
-        self.inner.publish(envelope, delay=delay)
-
-    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
-        self.inner.publish_many(items)
-
-    def defer(self, envelope: Envelope, delay: float) -> None:
-        self.inner.defer(envelope, delay)
-
-    def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
-        def wrap(item: Delivery | ConsumerEnded) -> None:
-            sink(item if isinstance(item, ConsumerEnded) else NeverSettles(item))
-
-        return self.inner.consume(queue, wrap)
-
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
-        return self.inner.list_dead_letters(queue, limit=limit)
-
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        return self.inner.requeue_dead_letters(queue, job_ids)
-
-    def purge_dead_letters(self, queue: str) -> int:
-        return self.inner.purge_dead_letters(queue)
-
-    def close(self) -> None:
-        self.inner.close()
+    def wrap(self, delivery: Delivery) -> Delivery:
+        return NeverSettles(delivery)
 
 
 class NeverSettles:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from queuey_core.context import JobContext
+from queuey_core.errors import ConfigError, DuplicateHandlerError
 from queuey_core.jobs import Job, job_identity
+from queuey_core.queues import QueueSet
 
 J = TypeVar("J", bound=Job)
 J_contra = TypeVar("J_contra", bound=Job, contravariant=True)
@@ -87,3 +91,76 @@ def _job_type_of(fn: Callable[..., object]) -> type[Job]:
             "with a Job subclass, or use @handler(JobClass)"
         )
     return annotation
+
+
+#: The entry-point group plugins register their handlers under.
+ENTRY_POINT_GROUP = "queuey.handlers"
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """A handler found through an entry point, and where it came from."""
+
+    handler: JobHandler
+    entry_point: str
+    distribution: str
+
+    @property
+    def origin(self) -> str:
+        """``entry point 'name' of distribution 'dist'``, for messages."""
+        return f"entry point {self.entry_point!r} of distribution {self.distribution!r}"
+
+
+def discover(group: str = ENTRY_POINT_GROUP) -> list[Discovered]:
+    """Load every handler registered under ``group``, in a stable order.
+
+    An entry point may name a handler, a list of handlers, or a module (every handler
+    defined at its top level counts).
+
+    Raises:
+        ConfigError: an entry point fails to load, or names nothing runnable.
+        DuplicateHandlerError: two handlers claim one job type (both are named).
+    """
+    found: list[Discovered] = []
+    seen: dict[str, Discovered] = {}
+    eps = sorted(importlib.metadata.entry_points(group=group), key=lambda ep: ep.name)
+    for ep in eps:
+        dist = ep.dist.name if ep.dist is not None else "?"
+        where = f"entry point {ep.name!r} ({ep.value}) of distribution {dist!r}"
+        try:
+            target = ep.load()
+        except Exception as exc:
+            raise ConfigError(f"{where} failed to load: {type(exc).__name__}: {exc}") from None
+        handlers = _handlers_in(target)
+        if not handlers:
+            raise ConfigError(f"{where} names no handler")
+        for h in handlers:
+            item = Discovered(h, ep.name, dist)
+            name = h.job_type.NAME
+            if name in seen:
+                raise DuplicateHandlerError(name, f"{seen[name].origin} and {item.origin}")
+            seen[name] = item
+            found.append(item)
+    return found
+
+
+def _handlers_in(target: object) -> list[JobHandler]:
+    if isinstance(target, JobHandler) and isinstance(target, Handler):
+        return [target]
+    if isinstance(target, list | tuple):
+        return [h for h in target if isinstance(h, Handler)]
+    if isinstance(target, types.ModuleType):
+        return [v for v in vars(target).values() if isinstance(v, Handler)]
+    return []
+
+
+def check_queues(handlers: list[Discovered], queues: QueueSet) -> None:
+    """Every handler's job must be bound to a declared queue; ConfigError naming it if not."""
+    for item in handlers:
+        queue = item.handler.job_type.QUEUE
+        if queue not in queues:
+            raise ConfigError(
+                f"job type {item.handler.job_type.NAME!r} ({item.origin}) is bound to queue "
+                f"{queue!r}, which the configuration does not declare "
+                f"(declared: {', '.join(queues)})"
+            )

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -52,25 +51,13 @@ from queuey_core.errors import (
     UnroutableError,
 )
 from queuey_core.queues import QueueConfig, QueueKind
+from queuey_core.urls import redact
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced, for logs and messages; never raises."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,216 @@
+"""Runtime configuration: ``queuey.toml``, overridden by ``QUEUEY_*``, overridden by code.
+
+The file is found at the path given (``--config``), else ``$QUEUEY_CONFIG``, else
+``./queuey.toml``; without one, the defaults apply. Nested keys come from the
+environment with ``__``: ``QUEUEY_QUEUES__ALPHA__PREFETCH=8``. Durations are written as
+``"500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` (or a number of seconds).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from queuey_core.errors import ConfigError
+from queuey_core.queues import QueueConfig, QueueKind, QueueSet
+from queuey_core.retry import Backoff, BackoffKind, RetryPolicy
+from queuey_core.urls import redact
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
+
+
+def parse_duration(value: object) -> object:
+    """``"500ms"`` / ``"30s"`` / ``"5m"`` / ``"2h"`` / ``"1d"`` or a number -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '30s'")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match:
+            return float(match.group(1)) * _UNITS[match.group(2)]
+        try:
+            return float(value)
+        except ValueError:
+            pass
+        raise ValueError(f"{value!r} is not a duration (write it like '500ms', '30s', '5m')")
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrySettings(_Section):
+    """``retry = { max_attempts = 3, backoff = "exponential", initial = "1s", ... }``."""
+
+    max_attempts: int = Field(default=3, ge=1)
+    backoff: BackoffKind = BackoffKind.EXPONENTIAL
+    initial: Duration = 1.0
+    max: Duration = 600.0
+    multiplier: float = Field(default=2.0, ge=1.0)
+    jitter: bool = True
+
+    def policy(self) -> RetryPolicy:
+        """The retry policy these settings describe."""
+        if self.max < self.initial:
+            raise ConfigError(f"retry.max ({self.max:g}s) is below retry.initial")
+        backoff = Backoff(self.backoff, self.initial, self.max, self.multiplier, self.jitter)
+        return RetryPolicy(self.max_attempts, backoff)
+
+
+class QueueSettings(_Section):
+    """One ``[queues.NAME]`` table."""
+
+    prefetch: int = Field(default=10, ge=0)
+    max_priority: int | None = Field(default=None, ge=1, le=255)
+    kind: QueueKind = QueueKind.CLASSIC
+    job_timeout: Duration | None = None
+    retry: RetrySettings = RetrySettings()
+
+
+class BrokerSettings(_Section):
+    """``[broker]``: where RabbitMQ is. The URL holds a password: it is never printed."""
+
+    url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/%2F")
+    heartbeat: int = Field(default=30, ge=0)
+    connect_timeout: Duration = 5.0
+    recovery_timeout: Duration = 60.0
+
+
+class WorkerSettings(_Section):
+    """``[worker]``."""
+
+    concurrency: int | None = Field(default=None, ge=1)
+    job_timeout: Duration | None = 300.0
+    shutdown_timeout: Duration = 25.0
+    timeout_grace: Duration = 10.0
+
+
+_toml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "toml", default=None
+)
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """The parsed file, ranked below the environment and the explicit overrides."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return (_toml_data.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_toml_data.get() or {})
+
+
+class Settings(BaseSettings):
+    """Everything queuey reads at start-up. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QUEUEY_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    broker: BrokerSettings = BrokerSettings()
+    worker: WorkerSettings = WorkerSettings()
+    queues: dict[str, QueueSettings] = Field(default_factory=lambda: {"default": QueueSettings()})
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Overrides first, then ``QUEUEY_*``, then the TOML file."""
+        return init_settings, env_settings, _TomlSource(settings_cls)
+
+    def queue_set(self) -> QueueSet:
+        """The queues, as the library takes them."""
+        return QueueSet(
+            QueueConfig(
+                name,
+                prefetch=q.prefetch,
+                max_priority=q.max_priority,
+                retry=q.retry.policy(),
+                kind=q.kind,
+                job_timeout=q.job_timeout,
+            )
+            for name, q in self.queues.items()
+        )
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective settings as plain data, the broker password replaced."""
+        data = self.model_dump(mode="json")
+        data["broker"]["url"] = redact(self.broker.url.get_secret_value())
+        return data
+
+
+def find_config(path: str | os.PathLike[str] | None) -> Path | None:
+    """The config file to read: ``path``, else ``$QUEUEY_CONFIG``, else ./queuey.toml."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("QUEUEY_CONFIG")
+    if env:
+        return Path(env)
+    default = Path("queuey.toml")
+    return default if default.is_file() else None
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None, *, overrides: Mapping[str, Any] | None = None
+) -> tuple[Settings, Path | None]:
+    """Read the configuration; returns it with the file it came from.
+
+    Raises:
+        ConfigError: a missing or unreadable file, bad TOML, an unknown key, or a value
+            that does not fit; the message names the file, the key and the problem.
+    """
+    source = find_config(path)
+    data: dict[str, Any] = {}
+    where = "configuration"
+    if source is not None:
+        where = str(source)
+        try:
+            data = tomllib.loads(source.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: config file not found") from None
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read it: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    token = _toml_data.set(data)
+    try:
+        settings = Settings(**dict(overrides or {}))
+        settings.queue_set()  # a queue name or policy the library refuses, reported now
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_describe(exc)}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    finally:
+        _toml_data.reset(token)
+    return settings, source
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            parts.append(f"{key}: unknown key")
+        else:
+            parts.append(f"{key}: {error['msg']}")
+    return "; ".join(parts)

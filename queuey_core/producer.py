@@ -23,18 +23,10 @@ class Producer:
         backend.declare(list(queues.values()))
 
     def envelope(self, job: Job, *, priority: int | None = None) -> Envelope:
-        """The first-attempt envelope of ``job``, checked against its queue.
-
-        Raises:
-            UnknownQueueError: the job's queue is not in the queue set.
-            InvalidPriorityError: the priority is above what the queue supports.
-        """
-        _, queue_name = job_identity(type(job))
-        config = self._queues[queue_name]
-        prio = priority or 0
-        if prio < 0 or prio > config.top_priority:
-            raise InvalidPriorityError(queue_name, prio, config.max_priority)
-        return Envelope.for_job(job, enqueued_at=self._clock.wall_ms(), priority=prio)
+        """The first-attempt envelope of ``job``; see :func:`make_envelope`."""
+        return make_envelope(
+            job, self._queues, priority=priority, enqueued_at=self._clock.wall_ms()
+        )
 
     def enqueue(
         self, job: Job, *, delay: float | None = None, priority: int | None = None
@@ -53,6 +45,23 @@ class Producer:
         envelopes = [self.envelope(job, priority=priority) for job in jobs]
         self._backend.publish_many([(env, delay) for env in envelopes])
         return [env.job_id for env in envelopes]
+
+
+def make_envelope(
+    job: Job, queues: QueueSet, *, priority: int | None = None, enqueued_at: int
+) -> Envelope:
+    """The first-attempt envelope of ``job``, checked against its queue; no I/O.
+
+    Raises:
+        UnknownQueueError: the job's queue is not in the queue set.
+        InvalidPriorityError: the priority is above what the queue supports.
+    """
+    _, queue_name = job_identity(type(job))
+    config = queues[queue_name]
+    prio = priority or 0
+    if prio < 0 or prio > config.top_priority:
+        raise InvalidPriorityError(queue_name, prio, config.max_priority)
+    return Envelope.for_job(job, enqueued_at=enqueued_at, priority=prio)
 
 
 def _check_delay(delay: float | None) -> None:

@@ -1,0 +1,1 @@
+"""The ``queuey`` command line: a Typer app over queuey_core."""

@@ -1,0 +1,87 @@
+"""What every command needs: settings, handlers, a backend, and one way to fail."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+
+from queuey_cli.output import Exit, error
+from queuey_core import ConfigError, QueueSet, QueueyError
+from queuey_core.handlers import Discovered, check_queues, discover
+from queuey_core.settings import Settings, load_settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass
+class State:
+    """The global options, shared by every command through the Typer context."""
+
+    config: Path | None = None
+    _settings: Settings | None = field(default=None, repr=False)
+
+    def settings(self, **overrides: Any) -> Settings:
+        """The effective configuration (file, then QUEUEY_*, then ``overrides``)."""
+        if self._settings is None or overrides:
+            settings, _ = load_settings(self.config, overrides=overrides or None)
+            if not overrides:
+                self._settings = settings
+            return settings
+        return self._settings
+
+    def handlers(self, queues: QueueSet) -> list[Discovered]:
+        """The handlers plugins register, checked against the configured queues."""
+        found = discover()
+        check_queues(found, queues)
+        return found
+
+
+def state(ctx: typer.Context) -> State:
+    """The State the root callback stored."""
+    obj = ctx.find_root().obj
+    if not isinstance(obj, State):  # a command invoked without the root callback
+        obj = State()
+        ctx.find_root().obj = obj
+    return obj
+
+
+def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn queuey's errors into one line on stderr and a named exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            error(str(exc))
+            raise typer.Exit(Exit.USAGE) from None
+        except QueueyError as exc:
+            error(str(exc))
+            raise typer.Exit(Exit.FAILURE) from None
+
+    return wrapper
+
+
+def usage(message: str) -> typer.Exit:
+    """Print a usage error and return the exit to raise."""
+    error(message)
+    return typer.Exit(Exit.USAGE)
+
+
+def backend(settings: Settings) -> Any:
+    """A RabbitMQ backend for ``settings`` (pika is imported only now)."""
+    # Imported here: `queuey handlers` and `config show` should not pay for pika.
+    from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
+
+    return RabbitMQBackend(
+        settings.broker.url.get_secret_value(),
+        heartbeat=settings.broker.heartbeat,
+        connect_timeout=settings.broker.connect_timeout,
+        recovery_timeout=settings.broker.recovery_timeout,
+    )

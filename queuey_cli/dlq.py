@@ -1,0 +1,148 @@
+"""``queuey dlq``: list, show, requeue and purge dead letters."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.output import out
+from queuey_core import DeadLetter
+
+app = typer.Typer(help="Dead letters: list, show, requeue, purge.", no_args_is_help=True)
+
+QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="One queue (default: all).")]
+
+
+def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
+    settings = state(ctx).settings()
+    names = list(settings.queue_set())
+    if queue is not None:
+        if queue not in names:
+            raise usage(f"unknown queue {queue!r} (configured: {', '.join(names)})")
+        names = [queue]
+    return backend(settings), names
+
+
+def _when(ms: int) -> str:
+    if not ms:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def _as_dict(dead: DeadLetter) -> dict[str, Any]:
+    env = dead.envelope
+    return {
+        "job_id": str(env.job_id),
+        "job_type": env.job_type,
+        "queue": env.queue,
+        "attempt": env.attempt,
+        "deferrals": env.deferrals,
+        "reason": dead.reason,
+        "dead_at": dead.dead_at,
+        "payload": env.payload,
+    }
+
+
+@app.command("list")
+@cli_errors
+def list_(
+    ctx: typer.Context,
+    queue: QueueOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many per queue.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+) -> None:
+    """List dead letters, oldest first, without removing or reordering anything."""
+    broker, names = _queues(ctx, queue)
+    found = [d for name in names for d in broker.list_dead_letters(name, limit=limit)]
+    broker.close()
+    if as_json:
+        out.print_json(json.dumps([_as_dict(d) for d in found]))
+        return
+    table = Table(title="dead letters")
+    table.add_column("job id", no_wrap=True, min_width=36)
+    for column in ("type", "queue", "attempts", "reason", "when"):
+        table.add_column(column)
+    for d in found:
+        env = d.envelope
+        table.add_row(
+            str(env.job_id), env.job_type, env.queue, str(env.attempt), d.reason, _when(d.dead_at)
+        )
+    out.print(table)
+
+
+def _find(broker: Any, names: list[str], job_id: str) -> DeadLetter | None:
+    for name in names:
+        for dead in broker.list_dead_letters(name):
+            if str(dead.envelope.job_id) == job_id:
+                return dead  # type: ignore[no-any-return]
+    return None
+
+
+@app.command("show")
+@cli_errors
+def show(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job id.")],
+    queue: QueueOption = None,
+) -> None:
+    """Show one dead letter in full, as JSON."""
+    broker, names = _queues(ctx, queue)
+    dead = _find(broker, names, job_id)
+    broker.close()
+    if dead is None:
+        raise usage(f"no dead letter with job id {job_id}")
+    out.print_json(json.dumps(_as_dict(dead)))
+
+
+@app.command("requeue")
+@cli_errors
+def requeue(
+    ctx: typer.Context,
+    job_ids: Annotated[list[str] | None, typer.Argument(help="Job ids to requeue.")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Requeue every dead letter.")] = False,
+    queue: QueueOption = None,
+) -> None:
+    """Send dead letters back to their queue, at attempt 1."""
+    if bool(job_ids) == all_:
+        raise usage("give job ids or --all")
+    broker, names = _queues(ctx, queue)
+    moved = 0
+    if all_:
+        for name in names:
+            moved += broker.requeue_dead_letters(name)
+    else:
+        wanted = set(job_ids or [])
+        for name in names:
+            here = [str(d.envelope.job_id) for d in broker.list_dead_letters(name)]
+            mine = sorted(wanted.intersection(here))
+            if mine:
+                moved += broker.requeue_dead_letters(name, mine)
+                wanted -= set(mine)
+        if wanted:
+            broker.close()
+            out.print(f"requeued {moved}", highlight=False)
+            raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
+    broker.close()
+    out.print(f"requeued {moved}", highlight=False)
+
+
+@app.command("purge")
+@cli_errors
+def purge(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Option("--queue", "-q", help="The queue whose dead letters go.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete every dead letter of one queue."""
+    broker, names = _queues(ctx, queue)
+    if not yes and not typer.confirm(f"delete every dead letter of {queue}?", err=True):
+        broker.close()
+        raise usage("not confirmed (use --yes in scripts)")
+    purged = broker.purge_dead_letters(names[0])
+    broker.close()
+    out.print(f"purged {purged}", highlight=False)

@@ -1,0 +1,21 @@
+"""``queuey handlers``: what the installed plugins can run."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from queuey_cli.common import cli_errors, state
+from queuey_cli.output import out
+
+
+@cli_errors
+def handlers(ctx: typer.Context) -> None:
+    """List job types with their queue, entry point and distribution."""
+    st = state(ctx)
+    found = st.handlers(st.settings().queue_set())
+    table = Table("job type", "queue", "entry point", "distribution", title="handlers")
+    for item in found:
+        job = item.handler.job_type
+        table.add_row(job.NAME, job.QUEUE, item.entry_point, item.distribution)
+    out.print(table)

@@ -1,0 +1,68 @@
+"""The root ``queuey`` app: global options, logging, and the command groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import queuey_core
+from queuey_cli import config, dlq, enqueue, handlers, queues, worker
+from queuey_cli.common import State
+from queuey_cli.output import LogFormat, out, setup_logging
+
+app = typer.Typer(
+    name="queuey",
+    help="Typed background jobs on RabbitMQ.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("worker")(worker.worker)
+app.command("enqueue")(enqueue.enqueue)
+app.command("queues")(queues.queues)
+app.command("handlers")(handlers.handlers)
+app.add_typer(dlq.app, name="dlq")
+app.add_typer(config.app, name="config")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"queuey {queuey_core.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Config file (default: $QUEUEY_CONFIG, else ./queuey.toml).",
+            dir_okay=False,
+        ),
+    ] = None,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(help="Logs on stderr: rich, json, or auto (rich on a terminal)."),
+    ] = LogFormat.AUTO,
+    log_level: Annotated[
+        str, typer.Option(help="debug, info, warning or error.", envvar="QUEUEY_LOG_LEVEL")
+    ] = "info",
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Typed background jobs on RabbitMQ."""
+    if log_level.lower() not in {"debug", "info", "warning", "error"}:
+        raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
+    setup_logging(log_format, log_level)
+    ctx.obj = State(config=config_path)
+
+
+def main() -> None:
+    """The console script."""
+    app()

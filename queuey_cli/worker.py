@@ -1,0 +1,158 @@
+"""``queuey worker``: the daemon. A container entrypoint: SIGTERM drains it gracefully."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.output import Exit
+from queuey_core import ConsumerStoppedError, QueueyError, Worker
+from queuey_core.settings import parse_duration
+
+logger = logging.getLogger("queuey.worker")
+
+
+@cli_errors
+def worker(
+    ctx: typer.Context,
+    queues: Annotated[
+        str | None, typer.Option(help="Comma-separated queues to consume (default: all).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Jobs at once (default: sum of prefetch).")
+    ] = None,
+    job_timeout: Annotated[
+        str | None, typer.Option(help="Interrupt and retry a job after this long, e.g. 30s.")
+    ] = None,
+    burst: Annotated[
+        bool,
+        typer.Option(
+            help="Stop once the chosen queues are empty and no retry or deferral is held (exit 0)."
+        ),
+    ] = False,
+) -> None:
+    """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
+    overrides: dict[str, Any] = {}
+    if concurrency is not None:
+        overrides["worker"] = {"concurrency": concurrency}
+    if job_timeout is not None:
+        try:
+            seconds = parse_duration(job_timeout)
+        except ValueError as exc:
+            raise usage(f"--job-timeout: {exc}") from None
+        overrides.setdefault("worker", {})["job_timeout"] = seconds
+    st = state(ctx)
+    settings = st.settings(**overrides)
+    queue_set = settings.queue_set()
+    consume = None
+    if queues is not None:
+        consume = [q.strip() for q in queues.split(",") if q.strip()]
+        unknown = [q for q in consume if q not in queue_set]
+        if not consume or unknown:
+            raise usage(
+                f"--queues: unknown queue {', '.join(map(repr, unknown)) or '(none given)'} "
+                f"(configured: {', '.join(queue_set)})"
+            )
+    found = st.handlers(queue_set)
+    broker = backend(settings)
+    w = Worker(
+        broker,
+        queue_set,
+        [d.handler for d in found],
+        consume=consume,
+        concurrency=settings.worker.concurrency,
+        job_timeout=settings.worker.job_timeout,
+        timeout_grace=settings.worker.timeout_grace,
+        close_backend_on_shutdown=True,
+    )
+    code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+    raise typer.Exit(code)
+
+
+def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:
+    """Run ``w`` on a thread while this (main) thread waits for signals."""
+    outcome: dict[str, BaseException | None] = {"error": None}
+
+    def target() -> None:
+        try:
+            w.run()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="queuey-worker")
+    signals = {"count": 0, "deadline": float("inf")}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        signals["count"] += 1
+        name = signal.Signals(signum).name
+        if signals["count"] == 1:
+            logger.warning(
+                "%s: draining (up to %gs); send it again to stop at once", name, shutdown_timeout
+            )
+            signals["deadline"] = time.monotonic() + shutdown_timeout
+            w.handle.shutdown()
+        else:
+            _stop_now(w, f"second {name}")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    thread.start()
+    if burst:
+        threading.Thread(target=_burst_watch, args=(w, broker), daemon=True).start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+            if time.monotonic() > signals["deadline"]:
+                _stop_now(w, f"shutdown took longer than {shutdown_timeout:g}s")
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    settle_failures = w.handle.settle_failures()
+    logger.info("worker exited", extra={"settle_failures": settle_failures})
+    error = outcome["error"]
+    if isinstance(error, ConsumerStoppedError):
+        logger.error("lost the broker: %s", error)
+        return Exit.BROKER_LOST
+    if isinstance(error, QueueyError):
+        logger.error("%s", error)
+        return Exit.FAILURE
+    if error is not None:
+        raise error
+    return Exit.OK
+
+
+def _stop_now(w: Worker, why: str) -> None:
+    """Exit at once: unsettled deliveries go back to the broker with the connection."""
+    logger.error(
+        "%s: stopping at once; %d unsettled deliveries go back to the broker",
+        why,
+        w.handle.in_flight(),
+    )
+    logging.shutdown()
+    os._exit(Exit.FORCED)
+
+
+def _burst_watch(w: Worker, broker: Any) -> None:
+    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
+    deferral is still held in the delay ladder (which any queue shares)."""
+    names = [q.name for q in w.queues]
+    quiet = 0
+    while not w.handle.is_shutdown():
+        time.sleep(0.2)
+        try:
+            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
+            empty = empty and broker.held_count() == 0
+        except QueueyError:
+            continue
+        quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0
+        if quiet >= 3:  # three looks in a row: nothing was on its way in between
+            logger.info("burst: queues empty, stopping")
+            w.handle.shutdown()

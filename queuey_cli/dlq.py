@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Annotated, Any
 
@@ -18,14 +19,19 @@ app = typer.Typer(help="Dead letters: list, show, requeue, purge.", no_args_is_h
 QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="One queue (default: all).")]
 
 
-def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
-    settings = state(ctx).settings()
-    names = list(settings.queue_set())
+def _names(ctx: typer.Context, queue: str | None) -> list[str]:
+    """The configured queues to look at: one, checked, or all."""
+    names = list(state(ctx).settings().queue_set())
     if queue is not None:
         if queue not in names:
             raise usage(f"unknown queue {queue!r} (configured: {', '.join(names)})")
-        names = [queue]
-    return backend(settings), names
+        return [queue]
+    return names
+
+
+def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
+    names = _names(ctx, queue)
+    return backend(state(ctx).settings()), names
 
 
 def _when(ms: int) -> str:
@@ -139,10 +145,13 @@ def purge(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete every dead letter of one queue."""
-    broker, names = _queues(ctx, queue)
-    if not yes and not typer.confirm(f"delete every dead letter of {queue}?", err=True):
-        broker.close()
-        raise usage("not confirmed (use --yes in scripts)")
+    names = _names(ctx, queue)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
+        if not typer.confirm(f"delete every dead letter of {queue}?", err=True):
+            raise usage("not confirmed")
+    broker = backend(state(ctx).settings())
     purged = broker.purge_dead_letters(names[0])
     broker.close()
     out.print(f"purged {purged}", highlight=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +12,7 @@ import typer
 import queuey_core
 from queuey_cli import config, dlq, enqueue, handlers, queues, worker
 from queuey_cli.common import State
-from queuey_cli.output import LogFormat, out, setup_logging
+from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
 app = typer.Typer(
     name="queuey",
@@ -64,5 +66,10 @@ def root(
 
 
 def main() -> None:
-    """The console script."""
-    app()
+    """The console script: an unexpected failure is one line too (its trace at debug)."""
+    try:
+        app()
+    except Exception as exc:
+        logging.getLogger("queuey").debug("unexpected failure", exc_info=True)
+        error(f"unexpected failure: {type(exc).__name__}: {exc} (--log-level debug shows where)")
+        sys.exit(Exit.FAILURE)

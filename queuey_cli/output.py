@@ -78,5 +78,6 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # pika narrates every frame at INFO; its warnings are what matter.
-    logging.getLogger("pika").setLevel(logging.WARNING)
+    # pika narrates every frame, and logs at ERROR what it then raises: queuey translates
+    # those exceptions into one line of its own, so pika itself stays quiet.
+    logging.getLogger("pika").setLevel(logging.CRITICAL)

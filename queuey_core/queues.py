@@ -87,6 +87,14 @@ class QueueSet(Mapping[str, QueueConfig]):
         except KeyError:
             raise UnknownQueueError(name, list(self._queues)) from None
 
+    def __contains__(self, name: object) -> bool:
+        # Mapping's default goes through __getitem__ and catches only KeyError.
+        return name in self._queues
+
+    def get(self, name: str, default: QueueConfig | None = None) -> QueueConfig | None:  # type: ignore[override]
+        """The config of ``name``, or ``default``."""
+        return self._queues.get(name, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._queues)
 

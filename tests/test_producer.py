@@ -94,3 +94,9 @@ def test_queue_set_rejects_reserved_and_duplicate_names(queues: QueueSet) -> Non
         QueueConfig("a", max_priority=256)
     with pytest.raises(ConfigError, match="prefetch"):
         QueueConfig("a", prefetch=-1)
+
+
+def test_membership_in_a_queue_set_never_raises(queues: QueueSet) -> None:
+    assert ALPHA in queues
+    assert "test.nowhere" not in queues
+    assert queues.get("test.nowhere") is None

@@ -263,7 +263,29 @@ def _connect_error(error: BaseException, where: str) -> BackendError:
         return BackendError(f"RabbitMQ at {where} refused the credentials")
     if isinstance(error, pika.exceptions.ProbableAccessDeniedError):
         return BackendError(f"RabbitMQ at {where} denied access to the virtual host")
-    return BackendError(f"cannot reach RabbitMQ at {where}: {_describe(error)}")
+    return BackendError(f"cannot reach RabbitMQ at {where}: {_root_cause(error)}")
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost error pika wrapped (it nests them several deep), as a short phrase."""
+    for _ in range(10):
+        attempts = getattr(error, "exceptions", None)  # a connection workflow's attempts
+        phase = getattr(error, "exception", None)  # a connector phase's error
+        if (
+            isinstance(attempts, list | tuple)
+            and attempts
+            and isinstance(attempts[-1], BaseException)
+        ):
+            error = attempts[-1]
+        elif isinstance(phase, BaseException):
+            error = phase
+        elif error.args and isinstance(error.args[0], BaseException):
+            error = error.args[0]
+        else:
+            break
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror.lower()} ({type(error).__name__})"
+    return _describe(error)
 
 
 class _Pub:
@@ -672,7 +694,7 @@ class _Admin:
         if self._conn is None or not self._conn.is_open:
             try:
                 self._conn = pika.BlockingConnection(self._params)
-            except pika.exceptions.AMQPError as exc:
+            except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
                 raise _connect_error(exc, self._where) from exc
             version = self._conn._impl.server_properties.get("version", b"")
             self.server_version = version.decode() if isinstance(version, bytes) else str(version)

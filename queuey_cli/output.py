@@ -12,8 +12,9 @@ from typing import Any
 from rich.console import Console
 from rich.logging import RichHandler
 
-#: Results (job ids, tables) go here, so they can be piped.
-out = Console(soft_wrap=True)
+#: Results (job ids, tables) go here, so they can be piped; piped tables are not
+#: squeezed into 80 columns.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 #: Errors, progress and logs go here.
 err = Console(stderr=True, soft_wrap=True)
 

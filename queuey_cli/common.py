@@ -23,13 +23,13 @@ R = TypeVar("R")
 class State:
     """The global options, shared by every command through the Typer context."""
 
-    config: Path | None = None
+    config: list[Path] = field(default_factory=list)
     _settings: Settings | None = field(default=None, repr=False)
 
     def settings(self, **overrides: Any) -> Settings:
         """The effective configuration (file, then QUEUEY_*, then ``overrides``)."""
         if self._settings is None or overrides:
-            settings, _ = load_settings(self.config, overrides=overrides or None)
+            settings, _ = load_settings(self.config or None, overrides=overrides or None)
             if not overrides:
                 self._settings = settings
             return settings

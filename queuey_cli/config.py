@@ -18,6 +18,6 @@ app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 def show(ctx: typer.Context) -> None:
     """Print the effective configuration (file, then QUEUEY_*), as JSON."""
     st = state(ctx)
-    settings, source = st.settings(), find_config(st.config)
-    data = {"source": str(source) if source else None, **settings.redacted()}
+    settings, sources = st.settings(), find_config(st.config or None)
+    data = {"sources": [str(s) for s in sources], **settings.redacted()}
     out.print_json(json.dumps(data))

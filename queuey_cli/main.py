@@ -39,11 +39,12 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     config_path: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--config",
             "-c",
-            help="Config file (default: $QUEUEY_CONFIG, else ./queuey.toml).",
+            help="Config file (default: $QUEUEY_CONFIG, else ./queuey.toml); repeat it to "
+            "lay overlays over the first.",
             dir_okay=False,
         ),
     ] = None,
@@ -62,7 +63,7 @@ def root(
     if log_level.lower() not in {"debug", "info", "warning", "error"}:
         raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
     setup_logging(log_format, log_level)
-    ctx.obj = State(config=config_path)
+    ctx.obj = State(config=list(config_path or []))
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Runtime configuration: ``queuey.toml``, overridden by ``QUEUEY_*``, overridden by code.
 
-The file is found at the path given (``--config``), else ``$QUEUEY_CONFIG``, else
+The file is found at the path given (``--config``, repeatable: later files are overlays
+merged over earlier ones), else ``$QUEUEY_CONFIG`` (several joined with ``:``), else
 ``./queuey.toml``; without one, the defaults apply. Nested keys come from the
 environment with ``__``: ``QUEUEY_QUEUES__ALPHA__PREFETCH=8``. Durations are written as
 ``"500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` (or a number of seconds).
@@ -12,7 +13,7 @@ import contextvars
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -159,39 +160,65 @@ class Settings(BaseSettings):
         return data
 
 
-def find_config(path: str | os.PathLike[str] | None) -> Path | None:
-    """The config file to read: ``path``, else ``$QUEUEY_CONFIG``, else ./queuey.toml."""
-    if path is not None:
-        return Path(path)
+def find_config(
+    paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+) -> list[Path]:
+    """The config files to read, base first: ``paths``, else ``$QUEUEY_CONFIG`` (several
+    separated by ``os.pathsep``), else ./queuey.toml if it exists."""
+    if paths is not None and not isinstance(paths, str | os.PathLike):
+        chosen = [Path(p) for p in paths]
+        if chosen:
+            return chosen
+    elif paths is not None:
+        return [Path(paths)]
     env = os.environ.get("QUEUEY_CONFIG")
     if env:
-        return Path(env)
+        return [Path(p) for p in env.split(os.pathsep) if p]
     default = Path("queuey.toml")
-    return default if default.is_file() else None
+    return [default] if default.is_file() else []
+
+
+def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` on top of ``base``, table by table."""
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
 def load_settings(
-    path: str | os.PathLike[str] | None = None, *, overrides: Mapping[str, Any] | None = None
-) -> tuple[Settings, Path | None]:
-    """Read the configuration; returns it with the file it came from.
+    paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[Settings, list[Path]]:
+    """Read the configuration; returns it with the files it came from.
+
+    Several files are overlays: each one's tables are merged over the ones before it
+    (``queuey.toml`` then ``config/development.toml``, say).
 
     Raises:
         ConfigError: a missing or unreadable file, bad TOML, an unknown key, or a value
             that does not fit; the message names the file, the key and the problem.
     """
-    source = find_config(path)
+    sources = find_config(paths)
     data: dict[str, Any] = {}
-    where = "configuration"
-    if source is not None:
-        where = str(source)
-        try:
-            data = tomllib.loads(source.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: config file not found") from None
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read it: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    for source in sources:
+        data = _merge(data, _read(source))
+    where = " + ".join(str(s) for s in sources) or "configuration"
     token = _toml_data.set(data)
     try:
         settings = Settings(**dict(overrides or {}))
@@ -202,7 +229,7 @@ def load_settings(
         raise ConfigError(f"{where}: {exc}") from None
     finally:
         _toml_data.reset(token)
-    return settings, source
+    return settings, sources
 
 
 def _describe(exc: ValidationError) -> str:

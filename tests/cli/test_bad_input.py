@@ -7,6 +7,7 @@ that nothing tried to connect, let alone publish.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -185,3 +186,20 @@ def test_discovery_finds_every_example(monkeypatch: pytest.MonkeyPatch) -> None:
     names = {d.handler.job_type.NAME for d in discover()}
     assert names == {"greet", "flaky", "snooze", "doomed", "nap"}
     assert BASE  # the shared config template stays importable
+
+
+def test_config_overlays_merge_over_the_base_file(
+    runner: CliRunner, offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overlay = tmp_path / "dev.toml"
+    overlay.write_text("[worker]\nconcurrency = 3\n[queues.default]\nprefetch = 2\n")
+    code, out, _ = run(runner, "--config", str(offline), "--config", str(overlay), "config", "show")
+    assert code == 0
+    assert '"concurrency": 3' in out
+    assert '"prefetch": 2' in out
+    assert '"max_priority": 10' in out, "what the overlay leaves alone comes from the base"
+
+    monkeypatch.setenv("QUEUEY_CONFIG", f"{offline}{os.pathsep}{overlay}")
+    code, out, _ = run(runner, "config", "show")
+    assert code == 0
+    assert '"prefetch": 2' in out

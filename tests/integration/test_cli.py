@@ -280,3 +280,18 @@ def test_a_second_signal_stops_at_once_and_the_broker_keeps_the_rest(
     assert total - ready <= worker.count("job succeeded"), f"{total - ready} gone, lost?"
     assert ready > 0
     assert dead == 0
+
+
+def test_the_dead_letter_round_trip_from_the_shell(config: Path) -> None:
+    def sh(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(queuey(config, *args), check=False, capture_output=True, text=True)
+        assert "Traceback" not in done.stderr
+        return done
+
+    job_id = sh("enqueue", "doomed", '{"why": "from the shell"}').stdout.strip()
+    assert sh("worker", "--burst").returncode == 0
+    listed = sh("dlq", "list", "--json")
+    [dead] = json.loads(listed.stdout)
+    assert (dead["job_id"], dead["reason"]) == (job_id, "fatal error: from the shell")
+    assert sh("dlq", "requeue", job_id).stdout.strip() == "requeued 1"
+    assert counts() == (1, 0), "back on its queue"

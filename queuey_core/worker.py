@@ -14,11 +14,12 @@ Per delivery (the seed's algorithm, ``seed/queuey_core/worker.rs``):
    (job override, else queue default) decides: retry with ``envelope.next_attempt()``
    after the backoff, or dead letter ("max attempts (N) exhausted ...").
 
-A dispatcher takes a concurrency slot *before* it takes a delivery, so no delivery
-waits in the worker for capacity. Shutdown is graceful and ordered: the consumers stop,
-every delivery already pulled from the broker is processed, then the running jobs are
-awaited. A settle that fails is logged and counted, never raised: the broker still owns
-that message and will redeliver it.
+``concurrency`` job threads each take a delivery only when free (the thread is the
+permit, taken before the pull), so no delivery waits in the worker for capacity.
+Shutdown is graceful and ordered: the consumers stop, every delivery already pulled from
+the broker is processed, then the running jobs are awaited. A settle that fails is
+logged and counted, never raised: the broker still owns that message and will
+redeliver it.
 
 Python cannot kill a thread. A job that outlives its timeout gets its cancellation
 flag set and :class:`JobTimeout` raised asynchronously in its thread; its slot comes
@@ -35,7 +36,6 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ from queuey_core.retry import GiveUp, RetryPolicy
 
 logger = logging.getLogger(__name__)
 
-_WAKE = object()
+_STOP = object()
 
 
 class _Kind(enum.Enum):
@@ -161,32 +161,6 @@ class WorkerHandle:
             f"settle_failures={self.settle_failures()}, stuck_jobs={self.stuck_jobs()}, "
             f"in_flight={self.in_flight()})"
         )
-
-
-class _Slots:
-    """A counting semaphore whose waits a shutdown can interrupt."""
-
-    def __init__(self, n: int) -> None:
-        self._free = n
-        self._cond = threading.Condition(threading.Lock())
-
-    def take(self, give_up: Callable[[], bool] | None = None) -> bool:
-        with self._cond:
-            while self._free == 0:
-                if give_up is not None and give_up():
-                    return False
-                self._cond.wait()
-            self._free -= 1
-            return True
-
-    def give(self) -> None:
-        with self._cond:
-            self._free += 1
-            self._cond.notify()
-
-    def wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
 
 
 class _RunState(enum.Enum):
@@ -325,6 +299,11 @@ class Worker:
     def run(self) -> None:
         """Consume and run jobs until :meth:`WorkerHandle.shutdown`, then stop gracefully.
 
+        ``concurrency`` job threads each take a delivery only when they are free (the
+        thread is the permit, taken before the pull). Shutdown stops the consumers, then
+        queues one stop marker per thread *behind* every delivery already pulled, so all
+        of them are processed before the threads end, and waits for the threads.
+
         Raises:
             ConsumerStoppedError: a consumer ended on its own (the backend went away).
             BackendError: a consumer could not be started.
@@ -339,46 +318,44 @@ class Worker:
             },
         )
         events: queue.SimpleQueue[object] = queue.SimpleQueue()
-        slots = _Slots(self._concurrency)
-
-        def wake() -> None:
-            events.put(_WAKE)
-            slots.wake()
+        stopping = threading.Event()
+        errors: list[QueueyError] = []
 
         def sink(item: Delivery | ConsumerEnded) -> None:
             if not isinstance(item, ConsumerEnded):
                 handle._add_in_flight(1)
             events.put(item)
 
-        handle._add_waker(wake)
-        error: QueueyError | None = None
+        handle._add_waker(stopping.set)
+        if handle.is_shutdown():
+            stopping.set()
         subscriptions: list[Subscription] = []
-        pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="queuey-job")
+        threads: list[threading.Thread] = []
         try:
-            if not handle.is_shutdown():
-                for config in self._queues:
-                    try:
-                        subscriptions.append(self._backend.consume(config, sink))
-                    except QueueyError as exc:
-                        logger.error(
-                            "failed to start consumer", extra={"queue": config.name}, exc_info=True
-                        )
-                        error = exc
-                        break
-
-            while error is None and not handle.is_shutdown():
-                if not slots.take(handle.is_shutdown):
+            for config in self._queues:
+                if stopping.is_set():
                     break
-                item = events.get()
-                if item is _WAKE:
-                    slots.give()
-                    continue
-                if isinstance(item, ConsumerEnded):
-                    slots.give()
-                    logger.error("consumer ended unexpectedly", extra={"queue": item.queue})
-                    error = item.error
-                    break
-                pool.submit(self._process, item, slots)  # type: ignore[arg-type]
+                try:
+                    subscriptions.append(self._backend.consume(config, sink))
+                except QueueyError as exc:
+                    logger.error(
+                        "failed to start consumer", extra={"queue": config.name}, exc_info=True
+                    )
+                    errors.append(exc)
+                    stopping.set()
+            if not stopping.is_set():
+                threads = [
+                    threading.Thread(
+                        target=self._job_loop,
+                        args=(events, stopping, errors),
+                        name=f"queuey-job-{i}",
+                        daemon=True,
+                    )
+                    for i in range(self._concurrency)
+                ]
+                for thread in threads:
+                    thread.start()
+                stopping.wait()
 
             # Stop the consumers first, then drain: a delivery that reached `events` has
             # left the broker's hands and must still be settled.
@@ -388,27 +365,19 @@ class Worker:
                     sub.cancel()
                 except QueueyError:
                     logger.warning("failed to cancel consumer", extra={"queue": sub.queue})
-            while True:
-                try:
-                    item = events.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _WAKE:
-                    continue
-                if isinstance(item, ConsumerEnded):
-                    logger.debug("consumer ended while draining", extra={"queue": item.queue})
-                    continue
-                slots.take()
-                pool.submit(self._process, item, slots)  # type: ignore[arg-type]
+            for _ in threads:
+                events.put(_STOP)
+            for thread in threads:
+                thread.join()
         finally:
-            pool.shutdown(wait=True)
-            handle._remove_waker(wake)
+            handle._remove_waker(stopping.set)
             for sub in subscriptions:
                 try:
-                    sub.close()
+                    sub.close()  # anything never processed goes back to the broker
                 except QueueyError:
                     logger.warning("failed to close consumer", extra={"queue": sub.queue})
 
+        error = errors[0] if errors else None
         if self._close_backend:
             try:
                 self._backend.close()
@@ -419,16 +388,31 @@ class Worker:
         if error is not None:
             raise error
 
-    # -- one delivery ------------------------------------------------------------------
+    def _job_loop(
+        self,
+        events: queue.SimpleQueue[object],
+        stopping: threading.Event,
+        errors: list[QueueyError],
+    ) -> None:
+        """One job thread: take a delivery when free, run it, settle it; until told to stop."""
+        while True:
+            item = events.get()
+            if item is _STOP:
+                return
+            if isinstance(item, ConsumerEnded):
+                if not self._handle.is_shutdown():
+                    logger.error("consumer ended unexpectedly", extra={"queue": item.queue})
+                    errors.append(item.error)
+                    stopping.set()
+                continue
+            try:
+                self._dispatch(item)  # type: ignore[arg-type]
+            except BaseException:  # never expected: _dispatch settles every outcome itself
+                logger.critical("worker bug while processing a delivery", exc_info=True)
+            finally:
+                self._handle._add_in_flight(-1)
 
-    def _process(self, delivery: Delivery, slots: _Slots) -> None:
-        try:
-            self._dispatch(delivery)
-        except BaseException:  # never expected: _dispatch settles every outcome itself
-            logger.critical("worker bug while processing a delivery", exc_info=True)
-        finally:
-            self._handle._add_in_flight(-1)
-            slots.give()
+    # -- one delivery ------------------------------------------------------------------
 
     def _dispatch(self, delivery: Delivery) -> None:
         env = delivery.envelope

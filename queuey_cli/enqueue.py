@@ -17,7 +17,7 @@ from queuey_core import Job, Producer
 from queuey_core.producer import make_envelope
 from queuey_core.settings import parse_duration
 
-BATCH = 500
+BATCH = 2000
 
 
 @cli_errors

@@ -58,6 +58,9 @@ T = TypeVar("T")
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
+#: Messages handed to the publisher's thread at a time by publish_many.
+_CHUNK = 200
+
 
 def _describe(exc: BaseException) -> str:
     text = str(exc) or repr(exc)
@@ -364,7 +367,9 @@ class _PublisherLink(_Link):
         super().__init__(*args, **kwargs)
         self._channel: Channel | None = None
         self._unsent: collections.deque[_Pub] = collections.deque()
-        self._pending: dict[int, _Pub] = {}
+        # In tag order; an OrderedDict keeps taking from the front O(1) (a dict's
+        # iteration would skip every slot freed before it).
+        self._pending: collections.OrderedDict[int, _Pub] = collections.OrderedDict()
         self._next_tag = 1
 
     def publish(self, pubs: list[_Pub]) -> None:
@@ -432,12 +437,19 @@ class _PublisherLink(_Link):
     def _confirmed(self, frame: Any) -> None:
         method = frame.method
         ok = isinstance(method, Basic.Ack)
-        tags = [method.delivery_tag]
         if method.multiple:
-            tags = [t for t in self._pending if t <= method.delivery_tag]
-        for tag in tags:
-            pub = self._pending.pop(tag, None)
-            if pub is None or pub.future.done:
+            # Pending is in tag order: take from the front, never scan the whole window.
+            done = []
+            while self._pending:
+                first = next(iter(self._pending))
+                if first > method.delivery_tag:
+                    break
+                done.append(self._pending.pop(first))
+        else:
+            one = self._pending.pop(method.delivery_tag, None)
+            done = [one] if one is not None else []
+        for pub in done:
+            if pub.future.done:
                 continue
             if not ok:
                 pub.fail(BackendError("RabbitMQ refused the message (nack)"))
@@ -873,11 +885,21 @@ class RabbitMQBackend:
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
         """See :meth:`Backend.publish_many`: one batch, a window of confirms."""
-        pubs = []
-        for envelope, delay in items:
-            exchange, routing_key = self._route(envelope.queue, delay)
-            pubs.append(_Pub(exchange, routing_key, envelope.encode(), _properties(envelope)))
-        self._send(pubs)
+        routes = [self._route(envelope.queue, delay) for envelope, delay in items]
+        link = self._publisher_link()
+        pubs: list[_Pub] = []
+        # Hand them over in chunks as they are encoded, so encoding overlaps the broker's
+        # confirms; wait for every confirm only at the end.
+        for start in range(0, len(items), _CHUNK):
+            chunk = [
+                _Pub(exchange, routing_key, envelope.encode(), _properties(envelope))
+                for (envelope, _), (exchange, routing_key) in zip(
+                    items[start : start + _CHUNK], routes[start : start + _CHUNK], strict=True
+                )
+            ]
+            link.publish(chunk)
+            pubs.extend(chunk)
+        self._wait_all(pubs)
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
@@ -999,8 +1021,10 @@ class RabbitMQBackend:
             ) from None
 
     def _send(self, pubs: list[_Pub]) -> None:
-        link = self._publisher_link()
-        link.publish(pubs)
+        self._publisher_link().publish(pubs)
+        self._wait_all(pubs)
+
+    def _wait_all(self, pubs: list[_Pub]) -> None:
         deadline = time.monotonic() + self.publish_timeout
         for pub in pubs:
             try:

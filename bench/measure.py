@@ -7,7 +7,6 @@ ratios, since this machine is shared and noisy.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -15,7 +14,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -123,10 +121,20 @@ def queuey_worker(n: int, concurrency: int | None = None) -> float:
                 done.set()
 
     worker = Worker(backend, queues(), [Handler(Noop, handle)], concurrency=concurrency)
-    thread = threading.Thread(target=worker.run)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run)
     started = time.perf_counter()
     thread.start()
-    done.wait(300)
+    while not done.wait(0.5):
+        if failed or not thread.is_alive():
+            raise RuntimeError(f"the worker stopped before finishing: {failed}")
     while worker.handle.in_flight():  # the last acks are on their way
         time.sleep(0.0005)
     took = time.perf_counter() - started
@@ -337,8 +345,3 @@ def rounds(fn: Callable[[], float], k: int) -> list[float]:
         reset()
         out.append(fn())
     return out
-
-
-if __name__ == "__main__":
-    print(json.dumps({"probe": queuey_enqueue(10)}))
-    print(uuid.uuid4())

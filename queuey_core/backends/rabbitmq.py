@@ -772,6 +772,85 @@ class _Admin:
             self._drop()
 
 
+class _DirectPublisher:
+    """Publishes one message in the caller's own thread, for a caller who waits anyway.
+
+    A single ``enqueue()`` that hops to the publisher link's thread and back pays two
+    thread switches per confirm (about 1.4x raw pika's confirmed publish, measured).
+    Here the caller publishes on a BlockingConnection itself, as raw pika would; it
+    takes that connection only when nobody else holds it, so concurrent publishers
+    still pipeline through the link, and any connection trouble also falls back to the
+    link, which owns reconnecting and republishing.
+    """
+
+    def __init__(self, params: pika.ConnectionParameters, heartbeat: int) -> None:
+        self._params = params
+        # An idle BlockingConnection sends no heartbeats: reconnect rather than trust one
+        # idle for more than half the interval the broker allows.
+        self._max_idle = heartbeat / 2 if heartbeat else float("inf")
+        self._lock = threading.Lock()
+        self._conn: pika.BlockingConnection | None = None
+        self._channel: BlockingChannel | None = None
+        self._last_used = 0.0
+
+    def try_publish(self, pub: _Pub) -> bool:
+        """Publish and wait for the confirm; False if the link should do it instead.
+
+        Raises:
+            UnroutableError: the broker could not route it.
+            BackendError: the broker refused it (nack).
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            channel = self._ready_channel()
+            if channel is None:
+                return False
+            try:
+                channel.basic_publish(
+                    pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True
+                )
+            except pika.exceptions.UnroutableError as exc:
+                raise UnroutableError(
+                    f"RabbitMQ could not route the message to {pub.routing_key!r} "
+                    f"on exchange {pub.exchange!r}"
+                ) from exc
+            except pika.exceptions.NackError as exc:
+                raise BackendError("RabbitMQ refused the message (nack)") from exc
+            except (pika.exceptions.AMQPError, OSError):
+                # Lost on the way: the broker may or may not have it. The link publishes
+                # it again (a duplicate at worst, never a loss).
+                self._drop()
+                return False
+            self._last_used = time.monotonic()
+            return True
+        finally:
+            self._lock.release()
+
+    def _ready_channel(self) -> BlockingChannel | None:
+        if self._channel is not None and time.monotonic() - self._last_used > self._max_idle:
+            self._drop()
+        if self._channel is None or not self._channel.is_open:
+            try:
+                self._conn = pika.BlockingConnection(self._params)
+                self._channel = self._conn.channel()
+                self._channel.confirm_delivery()
+            except (pika.exceptions.AMQPError, OSError):
+                self._drop()
+                return None
+        return self._channel
+
+    def _drop(self) -> None:
+        conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None and conn.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError, OSError):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
 def _refused(exc: pika.exceptions.ChannelClosedByBroker) -> QueueyError:
     text = exc.reply_text
     if exc.reply_code == 406:
@@ -837,6 +916,7 @@ class RabbitMQBackend:
         self._ladder_declared = False
         self._closed = False
         self._admin = _Admin(self._params_for("admin"), self.where)
+        self._direct = _DirectPublisher(self._params_for("direct publisher"), heartbeat)
         self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
 
     @property
@@ -881,7 +961,8 @@ class RabbitMQBackend:
 
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
         """See :meth:`Backend.publish`."""
-        self.publish_many([(envelope, delay)])
+        exchange, routing_key = self._route(envelope.queue, delay)
+        self._send([_Pub(exchange, routing_key, envelope.encode(), _properties(envelope))])
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
         """See :meth:`Backend.publish_many`: one batch, a window of confirms."""
@@ -1007,6 +1088,7 @@ class RabbitMQBackend:
             links = [link for link in (self._consumer, self._publisher) if link is not None]
         for link in links:
             link.close()
+        self._direct.close()
         self._admin.close()
 
     # -- internals ---------------------------------------------------------------------
@@ -1021,6 +1103,10 @@ class RabbitMQBackend:
             ) from None
 
     def _send(self, pubs: list[_Pub]) -> None:
+        if self.is_closed():
+            raise BackendError("the RabbitMQ backend is closed")
+        if len(pubs) == 1 and self._direct.try_publish(pubs[0]):
+            return
         self._publisher_link().publish(pubs)
         self._wait_all(pubs)
 

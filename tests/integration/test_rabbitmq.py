@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -212,5 +213,39 @@ def test_a_message_that_is_not_an_envelope_is_dead_lettered_not_lost(
         assert props.headers["x-death"][0]["reason"] == "rejected"
         assert not running.is_finished(), "the worker carries on"
         running.stop()
+    finally:
+        delete_queues(name)
+
+
+def test_concurrent_single_enqueues_are_all_confirmed(rabbit: RabbitMQBackend) -> None:
+    name = unique("it.concurrent")
+
+    class C(Job):
+        NAME: ClassVar[str] = "it.c"
+        QUEUE: ClassVar[str] = name
+        n: int
+
+    queues = QueueSet([QueueConfig(name)])
+    producer = Producer(rabbit, queues)
+    errors: list[BaseException] = []
+
+    def publish(start: int) -> None:
+        try:
+            for i in range(start, start + 150):
+                producer.enqueue(C(n=i))  # the direct path when free, else the link
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=publish, args=(k * 150,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        deadline = time.monotonic() + 10
+        while rabbit.queue_counts(name)[0] < 1200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rabbit.queue_counts(name)[0] == 1200
     finally:
         delete_queues(name)

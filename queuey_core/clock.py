@@ -42,19 +42,32 @@ class Clock(Protocol):
 
 
 class _Entry:
-    __slots__ = ("callback", "cancelled", "due", "seq")
+    __slots__ = ("callback", "cancelled", "due", "on_cancel", "seq")
 
-    def __init__(self, due: float, seq: int, callback: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        due: float,
+        seq: int,
+        callback: Callable[[], None],
+        on_cancel: Callable[[], None] | None = None,
+    ) -> None:
         self.due = due
         self.seq = seq
-        self.callback = callback
+        self.callback: Callable[[], None] | None = callback
         self.cancelled = False
+        self.on_cancel = on_cancel
 
     def __lt__(self, other: _Entry) -> bool:
         return (self.due, self.seq) < (other.due, other.seq)
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            # Let go of the callback now: a job's timeout timer closes over the job's
+            # context, and would otherwise keep it alive until the timeout's due time.
+            self.callback = None
+            if self.on_cancel is not None:
+                self.on_cancel()
 
 
 class SystemClock:
@@ -65,6 +78,22 @@ class SystemClock:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._cancelled = 0
+
+    def _cancelled_one(self) -> None:
+        # Cancelled entries wait in the heap for their due time; when they are most of
+        # it (every finished job cancels its timeout), rebuild the heap without them.
+        with self._cond:
+            self._cancelled += 1
+            if self._cancelled > 256 and self._cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if not e.cancelled]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def pending_timers(self) -> int:
+        """How many timers are scheduled and not cancelled."""
+        with self._cond:
+            return sum(1 for e in self._heap if not e.cancelled)
 
     def monotonic(self) -> float:
         """See :meth:`Clock.monotonic`."""
@@ -80,7 +109,9 @@ class SystemClock:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         """See :meth:`Clock.call_later`. Callbacks must be quick: they share one thread."""
-        entry = _Entry(time.monotonic() + max(delay, 0.0), next(self._seq), callback)
+        entry = _Entry(
+            time.monotonic() + max(delay, 0.0), next(self._seq), callback, self._cancelled_one
+        )
         with self._cond:
             heapq.heappush(self._heap, entry)
             if self._thread is None:
@@ -98,6 +129,7 @@ class SystemClock:
                 while True:
                     while self._heap and self._heap[0].cancelled:
                         heapq.heappop(self._heap)
+                        self._cancelled = max(0, self._cancelled - 1)
                     if not self._heap:
                         self._cond.wait()
                         continue
@@ -106,9 +138,10 @@ class SystemClock:
                         entry = heapq.heappop(self._heap)
                         break
                     self._cond.wait(wait)
-            if not entry.cancelled:
+            callback = entry.callback
+            if callback is not None and not entry.cancelled:
                 try:
-                    entry.callback()
+                    callback()
                 except Exception:  # a broken callback must not kill every other timer
                     logger.exception("timer callback failed")
 
@@ -159,8 +192,9 @@ class ManualClock:
                 else:
                     self._now = target
                     return
-            if not entry.cancelled:
-                entry.callback()
+            callback = entry.callback
+            if callback is not None and not entry.cancelled:
+                callback()
 
     def sleep(self, seconds: float) -> None:
         """Block until the clock has been advanced by ``seconds``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -89,7 +90,14 @@ def col(results: list[dict[str, float]], key: str, fmt: str = "{:.1f}") -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--redraw", action="store_true", help="Redraw the chart from bench/results.json."
+    )
     args = parser.parse_args()
+    if args.redraw:
+        saved = json.loads((HERE / "results.json").read_text())
+        draw([(c["name"], c["raw"], c["queuey"]) for c in saved["chart"]], saved["when"])
+        return
 
     rows = []
     chart = []
@@ -150,6 +158,17 @@ def main() -> None:
         f"| launch to first job consumed | {col(process, 'first_job_s', '{:.2f}')} s | < 1 s |",
     ]
     (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results.json").write_text(
+        json.dumps(
+            {
+                "when": when,
+                "chart": [{"name": n, "raw": r, "queuey": q} for n, r, q in chart],
+                "latency": {"light": light, "busy": busy},
+                "process": process,
+            },
+            indent=1,
+        )
+    )
     print("\n".join(lines))
     draw(chart, when)
 
@@ -179,7 +198,19 @@ def draw(chart: list[tuple[str, list[float], list[float]]], when: str) -> None:
             yerr=[lows, highs],
             capsize=4,
         )
-    ax.set_xticks(list(xs), [row[0] for row in chart])
+    ax.set_xticks(list(xs), [row[0].replace(" with", "\nwith") for row in chart])
+    for x, (_, raw, ours) in zip(xs, chart, strict=True):
+        ratio = statistics.median(q / r for q, r in zip(ours, raw, strict=True))
+        top = max(*raw, *ours)
+        ax.annotate(
+            f"{ratio:.2f}x",
+            (x, top),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=9,
+        )
+    ax.margins(y=0.12)
     ax.set_ylabel("messages / second (median, min-max)")
     ax.set_title(f"queuey beside raw pika, same run ({when})")
     ax.legend()

@@ -14,12 +14,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pika
 from pika.adapters.select_connection import SelectConnection
+from queuey_example_handlers import Greet
 
 from queuey_core import Handler, Job, JobContext, Producer, QueueConfig, QueueSet, Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
@@ -299,11 +299,6 @@ def cli_worker_rss_and_first_job(n: int) -> dict[str, float]:
     settings_queues = QueueSet([QueueConfig("default", prefetch=100, max_priority=10)])
     backend.declare(list(settings_queues.values()))
 
-    class Greet(Job):
-        NAME: ClassVar[str] = "greet"
-        QUEUE: ClassVar[str] = "default"
-        name: str
-
     producer = Producer(backend, settings_queues)
     producer.enqueue(Greet(name="first"))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -337,11 +332,3 @@ def cli_worker_rss_and_first_job(n: int) -> dict[str, float]:
     proc.wait(30)
     backend.close()
     return {"rss_mb": peak_kb / 1024, "first_job_s": first}
-
-
-def rounds(fn: Callable[[], float], k: int) -> list[float]:
-    out = []
-    for _ in range(k):
-        reset()
-        out.append(fn())
-    return out

@@ -24,16 +24,11 @@ class State:
     """The global options, shared by every command through the Typer context."""
 
     config: list[Path] = field(default_factory=list)
-    _settings: Settings | None = field(default=None, repr=False)
 
     def settings(self, **overrides: Any) -> Settings:
-        """The effective configuration (file, then QUEUEY_*, then ``overrides``)."""
-        if self._settings is None or overrides:
-            settings, _ = load_settings(self.config or None, overrides=overrides or None)
-            if not overrides:
-                self._settings = settings
-            return settings
-        return self._settings
+        """The effective configuration (files, then QUEUEY_*, then ``overrides``)."""
+        settings, _ = load_settings(self.config or None, overrides=overrides or None)
+        return settings
 
     def handlers(self, queues: QueueSet) -> list[Discovered]:
         """The handlers plugins register, checked against the configured queues."""

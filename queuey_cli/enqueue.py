@@ -15,7 +15,7 @@ from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import err, out
 from queuey_core import Job, Producer
 from queuey_core.producer import make_envelope
-from queuey_core.settings import parse_duration
+from queuey_core.settings import duration
 
 BATCH = 2000
 
@@ -42,8 +42,8 @@ def enqueue(
     seconds = None
     if delay is not None:
         try:
-            seconds = float(parse_duration(delay))  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
+            seconds = duration(delay)
+        except ValueError as exc:
             raise usage(f"--delay: {exc}") from None
     st = state(ctx)
     settings = st.settings()

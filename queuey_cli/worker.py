@@ -15,7 +15,7 @@ import typer
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
-from queuey_core.settings import parse_duration
+from queuey_core.settings import duration
 
 logger = logging.getLogger("queuey.worker")
 
@@ -45,7 +45,7 @@ def worker(
         overrides["worker"] = {"concurrency": concurrency}
     if job_timeout is not None:
         try:
-            seconds = parse_duration(job_timeout)
+            seconds = duration(job_timeout)
         except ValueError as exc:
             raise usage(f"--job-timeout: {exc}") from None
         overrides.setdefault("worker", {})["job_timeout"] = seconds

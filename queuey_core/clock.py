@@ -202,8 +202,3 @@ class ManualClock:
         self.call_later(seconds, woken.set)
         while not woken.wait(0.005):
             pass
-
-    def pending_timers(self) -> int:
-        """How many timers are scheduled and not cancelled."""
-        with self._lock:
-            return sum(1 for e in self._heap if not e.cancelled)

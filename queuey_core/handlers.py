@@ -16,9 +16,6 @@ from queuey_core.jobs import Job, job_identity
 from queuey_core.queues import QueueSet
 
 J = TypeVar("J", bound=Job)
-J_contra = TypeVar("J_contra", bound=Job, contravariant=True)
-
-HandlerFn = Callable[[J, JobContext], object]
 
 
 @runtime_checkable

@@ -30,25 +30,33 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
 
 
-def parse_duration(value: object) -> object:
-    """``"500ms"`` / ``"30s"`` / ``"5m"`` / ``"2h"`` / ``"1d"`` or a number -> seconds."""
+def duration(value: str | float) -> float:
+    """``"500ms"`` / ``"30s"`` / ``"5m"`` / ``"2h"`` / ``"1d"`` or a number -> seconds.
+
+    Raises:
+        ValueError: anything else.
+    """
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a string like '30s'")
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, str):
-        match = _DURATION.fullmatch(value)
-        if match:
-            return float(match.group(1)) * _UNITS[match.group(2)]
-        try:
-            return float(value)
-        except ValueError:
-            pass
-        raise ValueError(f"{value!r} is not a duration (write it like '500ms', '30s', '5m')")
-    return value
+    match = _DURATION.fullmatch(value)
+    if match:
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not a duration (write it like '500ms', '30s', '5m')"
+        ) from None
 
 
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+def _duration_field(value: object) -> object:
+    # Leaves other types to pydantic's own float validation and its message.
+    return duration(value) if isinstance(value, str | int | float) else value
+
+
+Duration = Annotated[float, BeforeValidator(_duration_field), Field(ge=0)]
 
 
 class _Section(BaseModel):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queuey_core.backends import topology
+from queuey_core.backends.rabbitmq import topology
 
 
 def topic_matches(pattern: str, key: str) -> bool:

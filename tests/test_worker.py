@@ -1,4 +1,4 @@
-"""The seed's 28 worker tests (seed/queuey_core/worker.rs), one Python twin each.
+"""The seed's 28 worker tests (docs/seed/worker.rs), one Python twin each.
 
 Each keeps the seed's name, setup and assertions, and runs twice: on MemoryBackend with
 a ManualClock standing in for tokio's paused time (``h.wait_for`` advances it while

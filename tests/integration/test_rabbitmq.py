@@ -24,8 +24,7 @@ from queuey_core import (
     RetryPolicy,
     Worker,
 )
-from queuey_core.backends import topology
-from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import channel, delete_queues, list_json, unique

@@ -1,0 +1,129 @@
+"""The admin connection: topology and dead-letter tools, one caller at a time.
+
+Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder,
+counting, and listing, requeueing and purging dead letters.
+Must never: lose or reorder a dead letter while listing it (everything taken is given
+back with one multiple nack), or be used for the job path (publishing and consuming
+have connections of their own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pika
+import pika.exceptions
+from pika.adapters.blocking_connection import BlockingChannel
+from pika.spec import BasicProperties
+
+from queuey_core.backends.base import DeadLetter
+from queuey_core.backends.rabbitmq import topology
+from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
+from queuey_core.envelope import Envelope
+from queuey_core.errors import BackendError, DecodeError
+
+T = TypeVar("T")
+
+
+class Admin:
+    """A BlockingConnection for topology and dead-letter work, one caller at a time."""
+
+    def __init__(self, params: pika.ConnectionParameters, where: str) -> None:
+        self._params = params
+        self._where = where
+        self._lock = threading.Lock()
+        self._conn: pika.BlockingConnection | None = None
+        self.server_version = ""
+
+    def run(self, work: Callable[[BlockingChannel], T]) -> T:
+        """Run ``work`` on a fresh channel, reconnecting once if the connection went stale."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    ch = conn.channel()
+                    try:
+                        return work(ch)
+                    finally:
+                        if ch.is_open:
+                            ch.close()
+                except pika.exceptions.ChannelClosedByBroker as exc:
+                    raise refused(exc) from exc
+                except (
+                    pika.exceptions.AMQPConnectionError,
+                    pika.exceptions.ConnectionWrongStateError,
+                ) as exc:
+                    self._drop()
+                    if attempt == 2:
+                        raise BackendError(
+                            f"lost the connection to RabbitMQ at {self._where}: {describe(exc)}"
+                        ) from exc
+            raise AssertionError("unreachable")
+
+    def _connection(self) -> pika.BlockingConnection:
+        if self._conn is None or not self._conn.is_open:
+            try:
+                self._conn = pika.BlockingConnection(self._params)
+            except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
+                raise connect_error(exc, self._where) from exc
+            version = self._conn._impl.server_properties.get("version", b"")
+            self.server_version = version.decode() if isinstance(version, bytes) else str(version)
+        return self._conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and conn.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+def declare_ladder(ch: BlockingChannel) -> None:
+    ch.exchange_declare(topology.DELIVER_EXCHANGE, "topic", durable=True)
+    for level in range(topology.DELAY_LEVELS):
+        name = topology.delay_name(level)
+        ch.exchange_declare(name, "topic", durable=True)
+        ch.queue_declare(name, durable=True, arguments=topology.delay_queue_arguments(level))
+    for level in range(topology.DELAY_LEVELS):
+        name = topology.delay_name(level)
+        ch.queue_bind(name, name, topology.level_binding(level, "1"))
+        ch.exchange_bind(topology.next_hop(level), name, topology.level_binding(level, "0"))
+
+
+def get_all(
+    ch: BlockingChannel, dlq: str, limit: int | None, *, give_back: bool = True
+) -> list[tuple[int, DeadLetter | None]]:
+    """Every message of ``dlq`` (up to ``limit``), held unacked; given back unless told not."""
+    got: list[tuple[int, DeadLetter | None]] = []
+    last_tag: int | None = None
+    while limit is None or len(got) < limit:
+        method, props, body = ch.basic_get(dlq, auto_ack=False)
+        if method is None:
+            break
+        last_tag = method.delivery_tag
+        got.append((method.delivery_tag, dead_letter_of(props, body)))
+    if give_back and last_tag is not None:
+        ch.basic_nack(last_tag, multiple=True, requeue=True)
+    return got
+
+
+def dead_letter_of(props: BasicProperties, body: bytes) -> DeadLetter | None:
+    try:
+        envelope = Envelope.decode(body)
+    except DecodeError:
+        return None
+    headers = props.headers or {}
+    reason = headers.get(topology.REASON_HEADER)
+    if isinstance(reason, bytes):
+        reason = reason.decode(errors="replace")
+    if reason is None:
+        deaths = headers.get("x-death") or [{}]
+        reason = f"dead-lettered by RabbitMQ ({deaths[0].get('reason', 'unknown')})"
+    dead_at = headers.get(topology.DEAD_AT_HEADER)
+    return DeadLetter(envelope, str(reason), int(dead_at) if dead_at is not None else 0)

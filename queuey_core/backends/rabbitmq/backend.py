@@ -1,0 +1,345 @@
+"""RabbitMQBackend: the Backend protocol on RabbitMQ, joining the links together.
+
+Owns: the backend's connections (created on first use), routing a publish straight to
+its queue or onto the delay ladder, and the Backend protocol's methods.
+Must never: publish a delayed message for a queue it has not declared (it would vanish
+at the end of the ladder), or wait on the broker without a time bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+import pika
+import pika.exceptions
+from pika.adapters.blocking_connection import BlockingChannel
+
+from queuey_core.backends.base import DeadLetter, Sink
+from queuey_core.backends.rabbitmq import topology
+from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
+from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
+from queuey_core.backends.rabbitmq.direct import DirectPublisher
+from queuey_core.backends.rabbitmq.link import Result
+from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, properties
+from queuey_core.envelope import Envelope
+from queuey_core.errors import (
+    BackendError,
+    ConfigError,
+    UnknownQueueError,
+    UnroutableError,
+)
+from queuey_core.queues import QueueConfig, QueueKind
+from queuey_core.urls import redact
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+#: Messages handed to the publisher's thread at a time by publish_many.
+_CHUNK = 200
+
+
+class RabbitMQBackend:
+    """The production backend. See the module docstring for how it uses the broker.
+
+    Args:
+        url: ``amqp://user:password@host:port/vhost``; the password never reaches a log.
+        heartbeat: seconds between AMQP heartbeats.
+        connect_timeout: how long to keep trying to reach the broker at first.
+        recovery_timeout: how long to keep trying to get a lost connection back before
+            consumers end (:class:`ConsumerStoppedError`) and publishes fail.
+        publish_timeout: how long a publish waits for the broker's confirm.
+        settle_timeout: how long an ack (or the like) waits for the connection's thread.
+
+    Raises:
+        BackendError: the broker cannot be reached or refused the credentials.
+        ConfigError: the URL is not a valid AMQP URL.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        heartbeat: int = 30,
+        connect_timeout: float = 5.0,
+        recovery_timeout: float = 60.0,
+        publish_timeout: float = 30.0,
+        settle_timeout: float = 30.0,
+    ) -> None:
+        self.where = redact(url)
+        self._url = url
+        self._heartbeat = heartbeat
+        self._connect_timeout = connect_timeout
+        self._recovery_timeout = recovery_timeout
+        self.publish_timeout = publish_timeout
+        self.settle_timeout = settle_timeout
+        self._params_for("admin")  # a bad URL fails here, before any connection
+        self._lock = threading.Lock()
+        self._publisher: PublisherLink | None = None
+        self._consumer: ConsumerLink | None = None
+        self._declared: dict[str, QueueConfig] = {}
+        self._ladder_declared = False
+        self._closed = False
+        self._admin = Admin(self._params_for("admin"), self.where)
+        self._direct = DirectPublisher(self._params_for("direct publisher"), heartbeat)
+        self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
+
+    @property
+    def server_version(self) -> str:
+        """The broker's version, as it announced it."""
+        return self._admin.server_version
+
+    # -- Backend -----------------------------------------------------------------------
+
+    def declare(self, queues: Sequence[QueueConfig]) -> None:
+        """See :meth:`Backend.declare`."""
+        major = int(self.server_version.split(".")[0] or 0) if self.server_version else 0
+        for q in queues:
+            if q.kind is QueueKind.QUORUM and q.max_priority is not None and 0 < major < 4:
+                raise ConfigError(
+                    f"queue {q.name!r}: quorum queues on RabbitMQ {self.server_version} do "
+                    'not support priorities; drop max_priority or use kind = "classic"'
+                )
+
+        def work(ch: BlockingChannel) -> None:
+            if not self._ladder_declared:
+                declare_ladder(ch)
+            for q in queues:
+                ch.queue_declare(
+                    q.dead_letter_queue,
+                    durable=True,
+                    arguments=topology.dead_letter_queue_arguments(),
+                )
+                ch.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
+                ch.queue_bind(q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name))
+
+        try:
+            self._admin.run(work)
+        except ConfigError as exc:
+            names = ", ".join(q.name for q in queues)
+            raise ConfigError(
+                f"{exc} (declaring {names}: a queue exists with other settings?)"
+            ) from exc
+        self._ladder_declared = True
+        for q in queues:
+            self._declared[q.name] = q
+
+    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
+        """See :meth:`Backend.publish`."""
+        exchange, routing_key = self._route(envelope.queue, delay)
+        self._send([Pub(exchange, routing_key, envelope.encode(), properties(envelope))])
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        """See :meth:`Backend.publish_many`: one batch, a window of confirms."""
+        routes = [self._route(envelope.queue, delay) for envelope, delay in items]
+        link = self._publisher_link()
+        pubs: list[Pub] = []
+        # Hand them over in chunks as they are encoded, so encoding overlaps the broker's
+        # confirms; wait for every confirm only at the end.
+        for start in range(0, len(items), _CHUNK):
+            chunk = [
+                Pub(exchange, routing_key, envelope.encode(), properties(envelope))
+                for (envelope, _), (exchange, routing_key) in zip(
+                    items[start : start + _CHUNK], routes[start : start + _CHUNK], strict=True
+                )
+            ]
+            link.publish(chunk)
+            pubs.extend(chunk)
+        self._wait_all(pubs)
+
+    def defer(self, envelope: Envelope, delay: float) -> None:
+        """See :meth:`Backend.defer`."""
+        self.publish(envelope, delay=delay)
+
+    def publish_dead_letter(self, envelope: Envelope, reason: str) -> None:
+        """Publish ``envelope`` to its queue's dead-letter queue, with why, when and attempt."""
+        headers = {
+            topology.REASON_HEADER: reason[:4000],
+            topology.DEAD_AT_HEADER: int(time.time() * 1000),
+            topology.ATTEMPT_HEADER: envelope.attempt,
+            topology.QUEUE_HEADER: envelope.queue,
+        }
+        dlq = f"{envelope.queue}.dlq"
+        self._send([Pub("", dlq, envelope.encode(), properties(envelope, headers))])
+
+    def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
+        """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
+        link = self._consumer_link()
+        sub = RabbitSubscription(self, link, queue, sink)
+
+        def register() -> None:
+            link.subscriptions.append(sub)
+            conn = link.connection
+            if conn is not None and conn.is_open:
+                sub.open_channel(conn)
+
+        self.wait(link.call(register), "starting a consumer")
+        if not sub.started.wait(self.settle_timeout):
+            raise BackendError(f"RabbitMQ did not confirm the consumer of {queue.name!r}")
+        if sub.start_error is not None:
+            raise sub.start_error
+        return sub
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+        """See :meth:`Backend.list_dead_letters`.
+
+        Takes the messages unacked, then gives them all back with one multiple nack, so
+        nothing is lost or reordered. Messages that are not queuey envelopes stay in the
+        queue and are left out of the list.
+        """
+
+        def work(ch: BlockingChannel) -> list[DeadLetter]:
+            found = [d for _, d in get_all(ch, f"{queue}.dlq", limit) if d is not None]
+            return found
+
+        return self._admin.run(work)
+
+    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+        """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal."""
+        wanted = None if job_ids is None else set(job_ids)
+
+        def work(ch: BlockingChannel) -> int:
+            ch.confirm_delivery()
+            chosen = [
+                (tag, d)
+                for tag, d in get_all(ch, f"{queue}.dlq", None, give_back=False)
+                if d is not None and (wanted is None or str(d.envelope.job_id) in wanted)
+            ]
+            for _, dead in chosen:
+                fresh = dead.envelope.fresh()
+                ch.basic_publish("", queue, fresh.encode(), properties(fresh), mandatory=True)
+            for tag, _ in chosen:
+                ch.basic_ack(tag)
+            ch.basic_recover(requeue=True)  # everything else back, in order
+            return len(chosen)
+
+        try:
+            return self._admin.run(work)
+        except pika.exceptions.UnroutableError as exc:
+            raise UnknownQueueError(queue) from exc
+
+    def purge_dead_letters(self, queue: str) -> int:
+        """See :meth:`Backend.purge_dead_letters`."""
+        frame = self._admin.run(lambda ch: ch.queue_purge(f"{queue}.dlq"))
+        return int(frame.method.message_count)
+
+    def queue_counts(self, queue: str) -> tuple[int, int]:
+        """``(ready messages, consumers)`` of ``queue``, as RabbitMQ reports them."""
+        frame = self._admin.run(lambda ch: ch.queue_declare(queue, passive=True))
+        return int(frame.method.message_count), int(frame.method.consumer_count)
+
+    def held_count(self) -> int:
+        """Messages waiting in the delay ladder, for every queue together."""
+
+        def work(ch: BlockingChannel) -> int:
+            return sum(
+                int(ch.queue_declare(topology.delay_name(k), passive=True).method.message_count)
+                for k in range(topology.DELAY_LEVELS)
+            )
+
+        return self._admin.run(work)
+
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        with self._lock:
+            return self._closed
+
+    def close(self) -> None:
+        """See :meth:`Backend.close`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            links = [link for link in (self._consumer, self._publisher) if link is not None]
+        for link in links:
+            link.close()
+        self._direct.close()
+        self._admin.close()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def wait(self, future: Result[T], what: str) -> T:
+        """The future's result, as a BackendError if it takes too long."""
+        try:
+            return future.result(self.publish_timeout)
+        except FutureTimeout:
+            raise BackendError(
+                f"{what}: RabbitMQ did not answer within {self.publish_timeout:g}s"
+            ) from None
+
+    def _send(self, pubs: list[Pub]) -> None:
+        if self.is_closed():
+            raise BackendError("the RabbitMQ backend is closed")
+        if len(pubs) == 1 and self._direct.try_publish(pubs[0]):
+            return
+        self._publisher_link().publish(pubs)
+        self._wait_all(pubs)
+
+    def _wait_all(self, pubs: list[Pub]) -> None:
+        deadline = time.monotonic() + self.publish_timeout
+        for pub in pubs:
+            try:
+                pub.future.result(max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                raise BackendError(
+                    f"RabbitMQ did not confirm a publish within {self.publish_timeout:g}s "
+                    "(is it blocking publishers for lack of memory or disk?)"
+                ) from None
+
+    def _route(self, queue: str, delay: float | None) -> tuple[str, str]:
+        ms = topology.delay_ms(delay) if delay else 0
+        if ms == 0:
+            return "", queue
+        if queue not in self._declared:
+            raise UnroutableError(
+                f"queue {queue!r} was not declared through this backend: a delayed message "
+                "could not be routed to it"
+            )
+        return topology.TOP_EXCHANGE, topology.delay_routing_key(ms, queue)
+
+    def _params_for(self, role: str) -> pika.ConnectionParameters:
+        try:
+            params = pika.URLParameters(self._url)
+        except Exception as exc:
+            # The message of a URL error may quote the URL: keep the password out.
+            raise ConfigError(f"invalid broker URL {self.where!r}") from exc
+        params.heartbeat = self._heartbeat
+        params.blocked_connection_timeout = max(self.publish_timeout, 30.0)
+        params.connection_attempts = 1
+        params.socket_timeout = self._connect_timeout
+        params.client_properties = {"connection_name": f"queuey {role}"}
+        return params
+
+    def _publisher_link(self) -> PublisherLink:
+        with self._lock:
+            if self._closed:
+                raise BackendError("the RabbitMQ backend is closed")
+            if self._publisher is None or self._publisher.is_dead:
+                self._publisher = PublisherLink(**self._link_args("publisher"))
+                self._publisher.start()
+            return self._publisher
+
+    def _consumer_link(self) -> ConsumerLink:
+        with self._lock:
+            if self._closed:
+                raise BackendError("the RabbitMQ backend is closed")
+            if self._consumer is None or self._consumer.is_dead:
+                self._consumer = ConsumerLink(**self._link_args("consumer"))
+                self._consumer.start()
+            return self._consumer
+
+    def _link_args(self, role: str) -> dict[str, Any]:
+        return {
+            "params": self._params_for(role),
+            "name": role,
+            "where": self.where,
+            "connect_timeout": self._connect_timeout,
+            "recovery_timeout": self._recovery_timeout,
+        }

@@ -1,0 +1,203 @@
+"""Consumers: the consumer link and one subscription (channel) per consumed queue.
+
+Owns: opening a channel per queue with its prefetch, registering the consumer,
+decoding each delivery into an envelope and pushing it to the worker's sink,
+re-subscribing after a recovery, and ending a subscription (the broker cancelled it, its
+queue is gone, recovery gave up) with one :class:`ConsumerEnded`.
+Must never: block the link's thread (the sink only enqueues), or let a delivery of a
+closed channel look current: after a channel or connection is lost, its deliveries'
+settles are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pika.exceptions
+from pika.channel import Channel
+from pika.spec import Basic, BasicProperties
+
+from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
+from queuey_core.backends.rabbitmq.link import Link
+from queuey_core.envelope import Envelope
+from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
+from queuey_core.queues import QueueConfig
+
+if TYPE_CHECKING:
+    from queuey_core.backends.rabbitmq.backend import RabbitMQBackend
+
+logger = logging.getLogger(__name__)
+
+
+class ConsumerLink(Link):
+    """Owns every consumer channel; re-subscribes them after a recovery."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subscriptions: list[RabbitSubscription] = []
+
+    @property
+    def connection(self) -> Any:
+        return self._conn
+
+    def on_open(self, conn: Any) -> None:
+        for sub in list(self.subscriptions):
+            if sub.active:
+                sub.open_channel(conn)
+
+    def on_lost(self, reason: BaseException) -> None:
+        for sub in self.subscriptions:
+            sub.channel = None  # settles for its deliveries are refused from now on
+
+    def on_gave_up(self, error: BackendError) -> None:
+        for sub in list(self.subscriptions):
+            sub.end(ConsumerStoppedError(sub.queue, str(error)))
+
+    def on_closing(self) -> None:
+        for sub in list(self.subscriptions):
+            sub.end(ConsumerStoppedError(sub.queue, "the backend was closed"))
+
+
+class RabbitSubscription:
+    """A consumer of one queue on a channel of its own (prefetch is per consumer)."""
+
+    def __init__(
+        self, backend: RabbitMQBackend, link: ConsumerLink, config: QueueConfig, sink: Sink
+    ) -> None:
+        self.backend = backend
+        self.link = link
+        self.config = config
+        self.sink = sink
+        self.channel: Channel | None = None
+        self.consumer_tag: str | None = None
+        self.active = True
+        self.started = threading.Event()
+        self.start_error: QueueyError | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def queue(self) -> str:
+        """See :class:`Subscription`."""
+        return self.config.name
+
+    # -- the link's thread -------------------------------------------------------------
+
+    def open_channel(self, conn: Any) -> None:
+        conn.channel(on_open_callback=self._channel_opened)
+
+    def _channel_opened(self, ch: Channel) -> None:
+        if not self.active:
+            ch.close()
+            return
+        self.channel = ch
+        ch.add_on_close_callback(self._channel_closed)
+        ch.add_on_cancel_callback(self._cancelled_by_broker)
+        ch.basic_qos(prefetch_count=self.config.prefetch, callback=lambda _f: self._start(ch))
+
+    def is_current(self, ch: Channel) -> bool:
+        return ch is self.channel
+
+    def _start(self, ch: Channel) -> None:
+        if not self.is_current(ch) or not self.active:
+            return
+        self.consumer_tag = ch.basic_consume(
+            self.config.name, self._message, callback=lambda _f: self.started.set()
+        )
+
+    def _message(
+        self, ch: Channel, method: Basic.Deliver, props: BasicProperties, body: bytes
+    ) -> None:
+        if not self.is_current(ch):
+            return
+        try:
+            envelope = Envelope.decode(body)
+        except DecodeError as exc:
+            # Not one of ours: reject it outright, and the queue's dead-letter settings
+            # move it to the dead-letter queue with an x-death header saying so.
+            logger.error("undecodable message dead-lettered: %s", exc, extra={"queue": self.queue})
+            ch.basic_reject(method.delivery_tag, requeue=False)
+            return
+        self.sink(RabbitDelivery(self, ch, method.delivery_tag, envelope))
+
+    def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
+        if ch is not self.channel:
+            return
+        self.channel = None
+        self._stopped.set()
+        if not self.active:
+            return
+        if isinstance(reason, pika.exceptions.ChannelClosedByBroker):
+            if reason.reply_code == 404:
+                error = ConsumerStoppedError(self.queue, f"the queue does not exist ({reason})")
+                self.start_error = error
+                self.end(error)
+                self.started.set()
+                return
+            # Unacked deliveries of that channel go back to the queue; consume afresh.
+            logger.warning(
+                "RabbitMQ closed a consumer channel (%s); reopening",
+                reason,
+                extra={"queue": self.queue},
+            )
+            conn = self.link.connection
+            if conn is not None and conn.is_open:
+                self.open_channel(conn)
+
+    def _cancelled_by_broker(self, frame: Any) -> None:
+        self.end(
+            ConsumerStoppedError(
+                self.queue, "RabbitMQ cancelled the consumer (was the queue deleted?)"
+            )
+        )
+        ch = self.channel
+        if ch is not None and ch.is_open:
+            ch.close()
+
+    def end(self, error: ConsumerStoppedError) -> None:
+        """Stop for good and tell the sink, once."""
+        if self.active:
+            self.active = False
+            self._stopped.set()
+            self.sink(ConsumerEnded(self.queue, error))
+
+    # -- any thread --------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """See :class:`Subscription`: returns once RabbitMQ confirmed the cancel."""
+
+        def request() -> None:
+            self.active = False
+            ch, tag = self.channel, self.consumer_tag
+            self.consumer_tag = None  # cancel once: close() calls this again
+            if ch is None or not ch.is_open or tag is None:
+                self._stopped.set()
+                return
+            ch.basic_cancel(tag, callback=lambda _f: self._stopped.set())
+
+        try:
+            self.link.submit(request)
+        except BackendError:
+            return
+        if not self._stopped.wait(self.backend.settle_timeout):
+            logger.warning(
+                "RabbitMQ did not confirm a consumer cancel", extra={"queue": self.queue}
+            )
+
+    def close(self) -> None:
+        """See :class:`Subscription`: unacked deliveries go back to the queue."""
+        self.cancel()
+
+        def release() -> None:
+            self.active = False
+            ch, self.channel = self.channel, None
+            if self in self.link.subscriptions:
+                self.link.subscriptions.remove(self)
+            if ch is not None and ch.is_open:
+                ch.close()
+
+        with contextlib.suppress(BackendError):
+            self.backend.wait(self.link.call(release), "closing a consumer")

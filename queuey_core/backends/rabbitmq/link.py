@@ -1,0 +1,271 @@
+"""The link: one AMQP connection owned by one thread running a pika ``SelectConnection``.
+
+Owns: the I/O thread, connecting and recovering with tenacity's backoff (giving up after
+``recovery_timeout``), and handing work to that thread from any other
+(:meth:`Link.submit`, :meth:`Link.call`) with a one-shot :class:`Result` to wait on.
+Must never: let a thread other than the link's own touch its pika connection or a
+channel of it; block the link's thread (heartbeats flow only while it loops).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Generic, TypeVar
+
+import pika
+import tenacity
+from pika.adapters.select_connection import IOLoop
+
+from queuey_core.backends.rabbitmq.errors import connect_error, describe
+from queuey_core.errors import BackendError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Result(Generic[T]):
+    """A one-shot result handed from the link's thread to a waiting thread.
+
+    A bare lock instead of a ``concurrent.futures.Future`` (a Condition and a list of
+    callbacks): settles and publishes wait on one of these for every message.
+    """
+
+    __slots__ = ("_error", "_lock", "_value", "done")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self.done = False
+
+    def set(self, value: T) -> None:
+        if not self.done:
+            self.done = True
+            self._value = value
+            self._lock.release()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done:
+            self.done = True
+            self._error = error
+            self._lock.release()
+
+    def result(self, timeout: float) -> T:
+        """The value, the error raised, or FutureTimeout after ``timeout`` seconds."""
+        if not self._lock.acquire(timeout=max(timeout, 0.0)):
+            raise FutureTimeout
+        self._lock.release()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+class Link:
+    """One AMQP connection, owned by one thread running a pika ``SelectConnection``.
+
+    The IOLoop lives as long as the link, across reconnections, so work can always be
+    handed to it. Subclasses react to :meth:`on_open`, :meth:`on_lost` and
+    :meth:`on_gave_up`, all called on the link's thread.
+    """
+
+    def __init__(
+        self,
+        params: pika.ConnectionParameters,
+        *,
+        name: str,
+        where: str,
+        connect_timeout: float,
+        recovery_timeout: float,
+    ) -> None:
+        self._params = params
+        self._name = name
+        self._where = where
+        self._connect_timeout = connect_timeout
+        self._recovery_timeout = recovery_timeout
+        self._ioloop = IOLoop()
+        self._conn: pika.SelectConnection | None = None
+        self._lock = threading.Lock()
+        self._closing = False
+        self._dead: BackendError | None = None
+        self._ever_opened = False
+        self._ready = threading.Event()
+        self._requests: collections.deque[Callable[[], None]] = collections.deque()
+        self._lost_at: float | None = None
+        self._attempt = 0
+        self._wait = tenacity.wait_exponential_jitter(multiplier=0.1, max=3.0, jitter=0.2)
+        self._retry_state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+        self._thread = threading.Thread(target=self._main, name=f"queuey-{name}", daemon=True)
+
+    # -- any thread ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect; raises BackendError if the broker cannot be reached in time."""
+        self._thread.start()
+        self._ioloop.add_callback_threadsafe(self._connect)
+        if not self._ready.wait(self._connect_timeout + 10):
+            raise BackendError(f"timed out connecting to RabbitMQ at {self._where}")
+        if self._dead is not None:
+            raise self._dead
+
+    def call(self, fn: Callable[[], T]) -> Result[T]:
+        """Run ``fn`` on the link's thread; the result holds its value or exception."""
+        result: Result[T] = Result()
+
+        def run() -> None:
+            try:
+                result.set(fn())
+            except BaseException as exc:
+                result.fail(exc)
+
+        if threading.current_thread() is self._thread:
+            run()  # already on the link's thread: waiting on ourselves would deadlock
+        else:
+            self.submit(run)
+        return result
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Schedule ``fn`` on the link's thread.
+
+        Requests queue up and the thread is woken once per batch, not once per request:
+        under load, many settles share one wake-up (one pipe write, one poll).
+        """
+        with self._lock:
+            if self._dead is not None:
+                raise self._dead
+            if self._closing:
+                raise BackendError("the RabbitMQ backend is closed")
+            wake = not self._requests
+            self._requests.append(fn)
+            if wake:
+                self._ioloop.add_callback_threadsafe(self._run_requests)
+
+    def _run_requests(self) -> None:
+        with self._lock:
+            batch = list(self._requests)
+            self._requests.clear()
+        for fn in batch:
+            fn()
+
+    @property
+    def is_dead(self) -> bool:
+        """Whether recovery gave up (or the link was closed)."""
+        return self._dead is not None or self._closing
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Close the connection and stop the thread."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            alive = self._thread.is_alive()
+            if alive:
+                self._ioloop.add_callback_threadsafe(self._shutdown)
+        if alive:
+            self._thread.join(timeout)
+
+    # -- the link's thread -------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self._ioloop.start()
+        finally:
+            self._ioloop.close()
+
+    def _connect(self) -> None:
+        if self._closing:
+            self._ioloop.stop()
+            return
+        self._conn = pika.SelectConnection(
+            self._params,
+            on_open_callback=self._opened,
+            on_open_error_callback=self._open_failed,
+            on_close_callback=self._closed,
+            custom_ioloop=self._ioloop,
+        )
+
+    def _opened(self, conn: Any) -> None:
+        if self._lost_at is not None:
+            logger.warning(
+                "reconnected to RabbitMQ",
+                extra={"link": self._name, "after": time.monotonic() - self._lost_at},
+            )
+        self._ever_opened = True
+        self._lost_at = None
+        self._attempt = 0
+        self.on_open(conn)
+        self._ready.set()
+
+    def _open_failed(self, conn: Any, error: BaseException) -> None:
+        self._retry_later(error)
+
+    def _closed(self, conn: Any, reason: BaseException) -> None:
+        if self._closing:
+            self._ioloop.stop()
+            return
+        logger.warning(
+            "connection to RabbitMQ lost: %s", describe(reason), extra={"link": self._name}
+        )
+        self.on_lost(reason)
+        self._retry_later(reason)
+
+    def _retry_later(self, error: BaseException) -> None:
+        if self._closing:
+            self._ioloop.stop()
+            return
+        now = time.monotonic()
+        if self._lost_at is None:
+            self._lost_at = now
+        limit = self._recovery_timeout if self._ever_opened else self._connect_timeout
+        if now - self._lost_at >= limit:
+            self._give_up(error)
+            return
+        self._attempt += 1
+        self._retry_state.attempt_number = self._attempt
+        delay = min(self._wait(self._retry_state), max(0.0, self._lost_at + limit - now))
+        self._ioloop.call_later(delay, self._connect)
+
+    def _give_up(self, error: BaseException) -> None:
+        if self._ever_opened:
+            dead = BackendError(
+                f"lost the connection to RabbitMQ at {self._where} and could not recover "
+                f"within {self._recovery_timeout:g}s: {describe(error)}"
+            )
+        else:
+            dead = connect_error(error, self._where)
+        with self._lock:
+            self._dead = dead
+        logger.error("%s", dead, extra={"link": self._name})
+        try:
+            self.on_gave_up(dead)
+        finally:
+            self._ready.set()
+            self._ioloop.stop()
+
+    def _shutdown(self) -> None:
+        conn = self._conn
+        if conn is not None and not (conn.is_closed or conn.is_closing):
+            self.on_closing()
+            conn.close()
+        else:
+            self._ioloop.stop()
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def on_open(self, conn: Any) -> None:
+        """The connection opened (first time or after a recovery)."""
+
+    def on_lost(self, reason: BaseException) -> None:
+        """The connection was lost; a reconnection follows."""
+
+    def on_gave_up(self, error: BackendError) -> None:
+        """Recovery gave up: the link is dead."""
+
+    def on_closing(self) -> None:
+        """The link is being closed on purpose."""

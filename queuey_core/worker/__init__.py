@@ -1,0 +1,19 @@
+"""The worker: consumes queues and runs each delivery's handler on a thread pool.
+
+The behaviour is the seed's, the original Rust runtime kept in this repository at
+``docs/seed/worker.rs`` (its module comment and its 28 tests, ported in
+``tests/test_worker.py``). One module a duty:
+
+* :mod:`.runner`: :class:`Worker`, its run loop, job threads and graceful shutdown;
+* :mod:`.dispatch`: one delivery from its envelope to its settle (the seed's algorithm);
+* :mod:`.outcome`: how a handler's run ended, told apart;
+* :mod:`.timeout`: job timeouts, and threads that ignore them;
+* :mod:`.handle`: :class:`WorkerHandle`, shutdown from another thread and the counters.
+"""
+
+from __future__ import annotations
+
+from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.runner import Worker
+
+__all__ = ["Worker", "WorkerHandle"]

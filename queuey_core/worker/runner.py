@@ -1,0 +1,233 @@
+"""The Worker: consumes queues and runs each delivery on one of its job threads.
+
+``concurrency`` job threads each take a delivery only when free (the thread is the
+permit, taken before the pull), so no delivery waits in the worker for capacity.
+Shutdown is graceful and ordered: the consumers stop, every delivery already pulled from
+the broker is processed, then the running jobs are awaited.
+
+Owns: the run loop, the job threads and the consumers' lifetimes. What happens to one
+delivery is :mod:`.dispatch`'s business. Must never: drop a delivery that reached the
+sink (each one is dispatched, or given back to the broker when its consumer closes), or
+run more than ``concurrency`` jobs at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable, Sequence
+
+from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
+from queuey_core.clock import Clock, SystemClock
+from queuey_core.errors import DuplicateHandlerError, QueueyError
+from queuey_core.handlers import JobHandler
+from queuey_core.jobs import job_identity
+from queuey_core.queues import QueueConfig, QueueSet
+from queuey_core.worker.dispatch import Dispatcher, Route
+from queuey_core.worker.handle import WorkerHandle
+
+logger = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class Worker:
+    """Consumes queues and runs the registered handlers on a thread pool.
+
+    Args:
+        backend: where deliveries come from; declared on construction.
+        queues: the application's queue set.
+        handlers: one per job type (two for the same ``Job.NAME`` is an error).
+        consume: names of the queues to consume (default: all); duplicates collapse.
+        concurrency: jobs running at once (default: the sum of the consumed queues'
+            prefetch; 0 counts as 1).
+        job_timeout: seconds a job may run before it is interrupted and retried; a
+            queue's own ``job_timeout`` wins for its jobs.
+        timeout_grace: seconds a timed-out thread gets to return before it is reported
+            as stuck and its delivery settled without it.
+        close_backend_on_shutdown: close the backend when ``run()`` returns (off by
+            default: the backend is usually shared with a Producer).
+        clock: time source for timeouts (a manual clock in tests).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        queues: QueueSet,
+        handlers: Iterable[JobHandler],
+        *,
+        consume: Iterable[str] | None = None,
+        concurrency: int | None = None,
+        job_timeout: float | None = None,
+        timeout_grace: float = 10.0,
+        close_backend_on_shutdown: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        if job_timeout is not None and job_timeout <= 0:
+            raise ValueError("job_timeout must be positive")
+        self._backend = backend
+        self._routes: dict[str, Route] = {}
+        for h in handlers:
+            name, queue_name = job_identity(h.job_type)
+            if name in self._routes:
+                raise DuplicateHandlerError(name)
+            config = queues[queue_name]
+            policy = h.job_type.RETRY or config.retry
+            self._routes[name] = Route(h, h.job_type, config, policy)
+        self._queues = queues.select(consume)
+        self._concurrency = max(
+            1, concurrency if concurrency is not None else sum(q.prefetch for q in self._queues)
+        )
+        self._job_timeout = job_timeout
+        self._timeout_grace = timeout_grace
+        self._close_backend = close_backend_on_shutdown
+        self._clock: Clock = clock or SystemClock()
+        self._handle = WorkerHandle()
+        self._dispatcher = Dispatcher(
+            self._routes,
+            handle=self._handle,
+            clock=self._clock,
+            job_timeout=job_timeout,
+            timeout_grace=timeout_grace,
+        )
+        backend.declare(self._queues)
+
+    @property
+    def queues(self) -> Sequence[QueueConfig]:
+        """The queues this worker consumes."""
+        return tuple(self._queues)
+
+    @property
+    def concurrency(self) -> int:
+        """The most jobs this worker runs at the same time."""
+        return self._concurrency
+
+    @property
+    def handle(self) -> WorkerHandle:
+        """A handle to stop this worker from another thread and read its counters."""
+        return self._handle
+
+    def __repr__(self) -> str:
+        return (
+            f"Worker(queues={[q.name for q in self._queues]}, "
+            f"handlers={sorted(self._routes)}, concurrency={self._concurrency}, "
+            f"job_timeout={self._job_timeout}, "
+            f"close_backend_on_shutdown={self._close_backend})"
+        )
+
+    def run(self) -> None:
+        """Consume and run jobs until :meth:`WorkerHandle.shutdown`, then stop gracefully.
+
+        ``concurrency`` job threads each take a delivery only when they are free (the
+        thread is the permit, taken before the pull). Shutdown stops the consumers, then
+        queues one stop marker per thread *behind* every delivery already pulled, so all
+        of them are processed before the threads end, and waits for the threads.
+
+        Raises:
+            ConsumerStoppedError: a consumer ended on its own (the backend went away).
+            BackendError: a consumer could not be started.
+        """
+        handle = self._handle
+        logger.info(
+            "worker starting",
+            extra={
+                "queues": [q.name for q in self._queues],
+                "concurrency": self._concurrency,
+                "handlers": len(self._routes),
+            },
+        )
+        events: queue.SimpleQueue[object] = queue.SimpleQueue()
+        stopping = threading.Event()
+        errors: list[QueueyError] = []
+
+        def sink(item: Delivery | ConsumerEnded) -> None:
+            if not isinstance(item, ConsumerEnded):
+                handle._add_in_flight(1)
+            events.put(item)
+
+        handle._add_waker(stopping.set)
+        if handle.is_shutdown():
+            stopping.set()
+        subscriptions: list[Subscription] = []
+        threads: list[threading.Thread] = []
+        try:
+            for config in self._queues:
+                if stopping.is_set():
+                    break
+                try:
+                    subscriptions.append(self._backend.consume(config, sink))
+                except QueueyError as exc:
+                    logger.error(
+                        "failed to start consumer", extra={"queue": config.name}, exc_info=True
+                    )
+                    errors.append(exc)
+                    stopping.set()
+            if not stopping.is_set():
+                threads = [
+                    threading.Thread(
+                        target=self._job_loop,
+                        args=(events, stopping, errors),
+                        name=f"queuey-job-{i}",
+                        daemon=True,
+                    )
+                    for i in range(self._concurrency)
+                ]
+                for thread in threads:
+                    thread.start()
+                stopping.wait()
+
+            # Stop the consumers first, then drain: a delivery that reached `events` has
+            # left the broker's hands and must still be settled.
+            logger.debug("worker draining")
+            for sub in subscriptions:
+                try:
+                    sub.cancel()
+                except QueueyError:
+                    logger.warning("failed to cancel consumer", extra={"queue": sub.queue})
+            for _ in threads:
+                events.put(_STOP)
+            for thread in threads:
+                thread.join()
+        finally:
+            handle._remove_waker(stopping.set)
+            for sub in subscriptions:
+                try:
+                    sub.close()  # anything never processed goes back to the broker
+                except QueueyError:
+                    logger.warning("failed to close consumer", extra={"queue": sub.queue})
+
+        error = errors[0] if errors else None
+        if self._close_backend:
+            try:
+                self._backend.close()
+            except QueueyError as exc:
+                logger.warning("backend close failed", exc_info=True)
+                error = error or exc
+        logger.info("worker stopped", extra={"settle_failures": handle.settle_failures()})
+        if error is not None:
+            raise error
+
+    def _job_loop(
+        self,
+        events: queue.SimpleQueue[object],
+        stopping: threading.Event,
+        errors: list[QueueyError],
+    ) -> None:
+        """One job thread: take a delivery when free, run it, settle it; until told to stop."""
+        while True:
+            item = events.get()
+            if item is _STOP:
+                return
+            if isinstance(item, ConsumerEnded):
+                if not self._handle.is_shutdown():
+                    logger.error("consumer ended unexpectedly", extra={"queue": item.queue})
+                    errors.append(item.error)
+                    stopping.set()
+                continue
+            try:
+                self._dispatcher.dispatch(item)  # type: ignore[arg-type]
+            except BaseException:  # never expected: dispatch() settles every outcome itself
+                logger.critical("worker bug while processing a delivery", exc_info=True)
+            finally:
+                self._handle._add_in_flight(-1)

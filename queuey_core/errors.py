@@ -26,6 +26,8 @@ Any other exception escaping a handler is treated like ``Retryable``.
 
 from __future__ import annotations
 
+from queuey_core.limits import check_delay
+
 
 class QueueyError(Exception):
     """Base class of every error queuey raises on its own account."""
@@ -109,9 +111,9 @@ class Deferred(JobError):
     """
 
     def __init__(self, delay: float, reason: str = "deferred") -> None:
-        if delay < 0:
-            raise ValueError("a deferral's delay cannot be negative")
-        self.delay = float(delay)
+        # Refused here, in the handler's own frame, rather than when the worker settles
+        # it: a delay the broker cannot hold would fail that settle on every redelivery.
+        self.delay = check_delay(delay, "a deferral's delay")
         self.reason = reason
         super().__init__(f"deferred for {self.delay:g}s: {reason}")
 

@@ -91,7 +91,7 @@ def list_(
     t = table(title="dead letters")
     t.add_column("job id", no_wrap=True, min_width=36)
     for column in ("type", "queue", "attempts", "reason", "when"):
-        t.add_column(column)
+        t.add_column(column, overflow="fold")
     for d in found:
         env = d.envelope
         reason = _reason(d)

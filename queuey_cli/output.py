@@ -74,8 +74,12 @@ def literal(text: object, style: str = "") -> Text:
 
 
 def table(*columns: str, title: str) -> Table:
-    """A table whose rows are added with :func:`add_row` (literal cells)."""
-    return Table(*columns, title=title)
+    """A table whose rows are added with :func:`add_row` (literal cells). A long cell
+    folds onto more lines rather than being cut: nothing is hidden."""
+    t = Table(title=title)
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    return t
 
 
 def add_row(t: Table, *cells: object) -> None:

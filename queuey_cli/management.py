@@ -80,7 +80,7 @@ def unacked(management_url: str | None, broker_url: str, names: list[str]) -> Un
     """Unacked counts of ``names`` from the management API; never raises."""
     if management_url is None:
         return Unacked(
-            None, "set broker.management_url (e.g. https://rabbit:15671) to see unacked counts"
+            None, "set broker.management_url, e.g. https://rabbit:15671, to see unacked counts"
         )
     try:
         point = endpoint(management_url, broker_url)

@@ -102,7 +102,9 @@ def root(
 ) -> None:
     """Typed background jobs on RabbitMQ."""
     if log_level.lower() not in {"debug", "info", "warning", "error"}:
-        raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
+        source = ctx.get_parameter_source("log_level")
+        hint = "QUEUEY_LOG_LEVEL" if source and source.name == "ENVIRONMENT" else "--log-level"
+        raise typer.BadParameter("use debug, info, warning or error", param_hint=hint)
     setup_logging(log_format, log_level)
     ctx.obj = State(config=list(config_path or []))
 

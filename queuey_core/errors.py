@@ -108,6 +108,10 @@ class Deferred(JobError):
 
     The job comes back at its queue's top priority, ahead of the backlog that built up
     while it waited. The retry policy is never consulted.
+
+    Raises:
+        ValueError: a delay that is negative, NaN, infinite or longer than the broker's
+            delay ladder holds (:data:`queuey_core.limits.MAX_DELAY_SECONDS`).
     """
 
     def __init__(self, delay: float, reason: str = "deferred") -> None:

@@ -75,8 +75,3 @@ def check_positive(seconds: float, what: str) -> float:
     if value <= 0:
         raise ValueError(f"{what} must be more than 0 seconds")
     return value
-
-
-def short_string_fits(text: str) -> bool:
-    """Whether ``text`` fits an AMQP short string."""
-    return len(text.encode("utf-8", "surrogatepass")) <= MAX_SHORT_STRING_BYTES

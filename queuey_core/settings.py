@@ -256,6 +256,12 @@ def find_config(
     return [default] if default.is_file() else []
 
 
+def _named_by_env(paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None) -> bool:
+    """Whether :func:`find_config` took the files from ``$QUEUEY_CONFIG``."""
+    given = isinstance(paths, str | os.PathLike) or bool(paths)
+    return not given and bool(os.environ.get("QUEUEY_CONFIG"))
+
+
 def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
     """``overlay`` on top of ``base``, table by table."""
     merged = dict(base)
@@ -299,7 +305,12 @@ def load_settings(
     sources = find_config(paths)
     data: dict[str, Any] = {}
     for source in sources:
-        data = _merge(data, _read(source))
+        try:
+            data = _merge(data, _read(source))
+        except ConfigError as exc:
+            if not _named_by_env(paths):
+                raise
+            raise ConfigError(f"QUEUEY_CONFIG: {exc}") from None
     where = " + ".join(str(s) for s in sources) or "configuration"
     token = _toml_data.set(data)
     try:

@@ -64,7 +64,9 @@ BAD_INPUT: list[tuple[list[str], dict[str, str], str]] = [
     (["handlers", "--config"], {}, "No such option: --config"),
     (["--config"], {}, "Option '--config' requires an argument"),
     (["handlers"], {"QUEUEY_QUEUES": "notjson"}, "QUEUEY_QUEUES: not valid JSON"),
-    (["handlers"], {"QUEUEY_CONFIG": "sub"}, "sub: is a directory, not a config file"),
+    (["handlers"], {"QUEUEY_CONFIG": "sub"}, "QUEUEY_CONFIG: sub: is a directory"),
+    (["handlers"], {"QUEUEY_CONFIG": "nope.toml"}, "QUEUEY_CONFIG: nope.toml: config file not"),
+    (["handlers"], {"QUEUEY_LOG_LEVEL": "loud"}, "QUEUEY_LOG_LEVEL: use debug, info"),
     (
         ["config", "show"],
         {"QUEUEY_BROKER__URL": "amqp://guest:S3cr3tPw!#1@127.0.0.1:5672/%2F"},

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from queuey_cli.common import cli_errors, state
-from queuey_cli.output import out
+from queuey_cli.output import print_json
 from queuey_core.settings import find_config
 
 app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
@@ -20,4 +18,4 @@ def show(ctx: typer.Context) -> None:
     st = state(ctx)
     settings, sources = st.settings(), find_config(st.config or None)
     data = {"sources": [str(s) for s in sources], **settings.redacted()}
-    out.print_json(json.dumps(data))
+    print_json(data)

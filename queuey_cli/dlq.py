@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.output import out
+from queuey_cli.output import add_row, out, print_json, printable, say, table
 from queuey_core import DeadLetter
 
 app = typer.Typer(help="Dead letters: list, show, requeue, purge.", no_args_is_help=True)
@@ -34,10 +32,31 @@ def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
     return backend(state(ctx).settings()), names
 
 
-def _when(ms: int) -> str:
-    if not ms:
-        return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+# A dead letter's reason and time come from message headers, which anything that can
+# publish to a dead-letter queue can set: whatever they hold, the listing goes on.
+
+
+def _dead_at(dead: DeadLetter) -> int | None:
+    """When it died (ms since the epoch), or None when the header is missing or odd."""
+    value: object = dead.dead_at
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def _when(dead: DeadLetter) -> str:
+    ms = _dead_at(dead)
+    if ms is None:
+        return "unknown"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    except (OverflowError, OSError, ValueError):  # a year beyond what the C library takes
+        return "unknown"
+
+
+def _reason(dead: DeadLetter) -> str | None:
+    value: object = dead.reason
+    return value if isinstance(value, str) else None
 
 
 def _as_dict(dead: DeadLetter) -> dict[str, Any]:
@@ -48,8 +67,8 @@ def _as_dict(dead: DeadLetter) -> dict[str, Any]:
         "queue": env.queue,
         "attempt": env.attempt,
         "deferrals": env.deferrals,
-        "reason": dead.reason,
-        "dead_at": dead.dead_at,
+        "reason": _reason(dead),
+        "dead_at": _dead_at(dead),
         "payload": env.payload,
     }
 
@@ -67,18 +86,25 @@ def list_(
     found = [d for name in names for d in broker.list_dead_letters(name, limit=limit)]
     broker.close()
     if as_json:
-        out.print_json(json.dumps([_as_dict(d) for d in found]))
+        print_json([_as_dict(d) for d in found])
         return
-    table = Table(title="dead letters")
-    table.add_column("job id", no_wrap=True, min_width=36)
+    t = table(title="dead letters")
+    t.add_column("job id", no_wrap=True, min_width=36)
     for column in ("type", "queue", "attempts", "reason", "when"):
-        table.add_column(column)
+        t.add_column(column, overflow="fold")
     for d in found:
         env = d.envelope
-        table.add_row(
-            str(env.job_id), env.job_type, env.queue, str(env.attempt), d.reason, _when(d.dead_at)
+        reason = _reason(d)
+        add_row(
+            t,
+            env.job_id,
+            env.job_type,
+            env.queue,
+            env.attempt,
+            "unknown" if reason is None else reason,
+            _when(d),
         )
-    out.print(table)
+    out.print(t)
 
 
 def _find(broker: Any, names: list[str], job_id: str) -> DeadLetter | None:
@@ -102,7 +128,7 @@ def show(
     broker.close()
     if dead is None:
         raise usage(f"no dead letter with job id {job_id}")
-    out.print_json(json.dumps(_as_dict(dead)))
+    print_json(_as_dict(dead))
 
 
 @app.command("requeue")
@@ -131,10 +157,10 @@ def requeue(
                 wanted -= set(mine)
         if wanted:
             broker.close()
-            out.print(f"requeued {moved}", highlight=False)
+            say(f"requeued {moved}")
             raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
     broker.close()
-    out.print(f"requeued {moved}", highlight=False)
+    say(f"requeued {moved}")
 
 
 @app.command("purge")
@@ -149,9 +175,9 @@ def purge(
     if not yes:
         if not sys.stdin.isatty():
             raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
-        if not typer.confirm(f"delete every dead letter of {queue}?", err=True):
+        if not typer.confirm(f"delete every dead letter of {printable(queue)}?", err=True):
             raise usage("not confirmed")
     broker = backend(state(ctx).settings())
     purged = broker.purge_dead_letters(names[0])
     broker.close()
-    out.print(f"purged {purged}", highlight=False)
+    say(f"purged {purged}")

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.output import err, out
+from queuey_cli.output import err, say
 from queuey_core import Job, Producer
+from queuey_core.limits import check_delay
 from queuey_core.producer import make_envelope
 from queuey_core.settings import duration
 
@@ -45,6 +46,10 @@ def enqueue(
             seconds = duration(delay)
         except ValueError as exc:
             raise usage(f"--delay: {exc}") from None
+        try:
+            check_delay(seconds, "--delay")
+        except ValueError as exc:
+            raise usage(str(exc)) from None
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()
@@ -67,7 +72,7 @@ def enqueue(
     producer = Producer(backend(settings), queue_set)
     if file is None:
         job_id = producer.enqueue(jobs[0], delay=seconds, priority=priority)
-        out.print(str(job_id), highlight=False)
+        say(job_id)
         return
     _publish_all(producer, jobs, seconds, priority, file)
 
@@ -93,8 +98,12 @@ def _parse(text: str, model: type[Job], where: str) -> Job:
 def _read_file(path: Path, model: type[Job]) -> list[Job]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
+    except IsADirectoryError:
+        raise usage(f"{path}: is a directory, not a file of jobs") from None
     except OSError as exc:
         raise usage(f"{path}: cannot read it: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise usage(f"{path}: not UTF-8 text (byte {exc.start})") from None
     jobs = [
         _parse(line, model, f"{path}:{number}")
         for number, line in enumerate(lines, 1)
@@ -124,8 +133,8 @@ def _publish_all(
             producer.enqueue_many(batch, delay=delay, priority=priority)
             progress.advance(task, len(batch))
     took = time.monotonic() - started
-    err.print(
+    say(
         f"enqueued {len(jobs)} jobs from {path} in {took:.2f}s "
         f"({len(jobs) / max(took, 1e-9):,.0f}/s), every one confirmed by the broker",
-        highlight=False,
+        to=err,
     )

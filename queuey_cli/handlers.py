@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from queuey_cli.common import cli_errors, state
-from queuey_cli.output import out
+from queuey_cli.output import add_row, out, table
 
 
 @cli_errors
@@ -14,8 +13,8 @@ def handlers(ctx: typer.Context) -> None:
     """List job types with their queue, entry point and distribution."""
     st = state(ctx)
     found = st.handlers(st.settings().queue_set())
-    table = Table("job type", "queue", "entry point", "distribution", title="handlers")
+    t = table("job type", "queue", "entry point", "distribution", title="handlers")
     for item in found:
         job = item.handler.job_type
-        table.add_row(job.NAME, job.QUEUE, item.entry_point, item.distribution)
-    out.print(table)
+        add_row(t, job.NAME, job.QUEUE, item.entry_point, item.distribution)
+    out.print(t)

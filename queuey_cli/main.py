@@ -4,18 +4,59 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 import queuey_core
 from queuey_cli import config, dlq, enqueue, handlers, queues, worker
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
+
+class _OneLineErrors(TyperGroup):
+    """The root command: a usage error (unknown command, missing or bad option value) is
+    one ``error:`` line and exit 2, like queuey's own errors, instead of Typer's usage
+    box. Both the console script and ``CliRunner`` come through here."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """See :meth:`typer.core.TyperGroup.main`; with ``standalone_mode`` it exits."""
+        run = (args, prog_name, complete_var)
+        if not standalone_mode:
+            return super().main(*run, False, windows_expand_args, **extra)
+        try:
+            result = super().main(*run, False, windows_expand_args, **extra)
+        except typer.Abort:
+            _fail("aborted", Exit.FAILURE)
+        except typer.TyperException as exc:  # Click's UsageError, BadParameter, ...
+            code = int(getattr(exc, "exit_code", Exit.USAGE))
+            message = exc.format_message()
+            if not message:  # no arguments: the help is already on the screen
+                sys.exit(code)
+            _fail(message, code)
+        # An Exit raised by a command (or --help, --version) comes back as its code.
+        sys.exit(result if isinstance(result, int) else Exit.OK)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    error(message)
+    sys.exit(code)
+
+
 app = typer.Typer(
     name="queuey",
+    cls=_OneLineErrors,
     help="Typed background jobs on RabbitMQ.",
     no_args_is_help=True,
     add_completion=False,
@@ -61,7 +102,9 @@ def root(
 ) -> None:
     """Typed background jobs on RabbitMQ."""
     if log_level.lower() not in {"debug", "info", "warning", "error"}:
-        raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
+        source = ctx.get_parameter_source("log_level")
+        hint = "QUEUEY_LOG_LEVEL" if source and source.name == "ENVIRONMENT" else "--log-level"
+        raise typer.BadParameter("use debug, info, warning or error", param_hint=hint)
     setup_logging(log_format, log_level)
     ctx.obj = State(config=list(config_path or []))
 

@@ -1,16 +1,28 @@
-"""Where the command line writes: results to stdout, errors and logs to stderr."""
+"""Where the command line writes: results to stdout, errors and logs to stderr.
+
+Text that came from a message, a handler or a user (job types, ids, reasons, queue
+names, payloads, error messages quoting them) is shown literally: never read as Rich
+markup (``[/]`` in a reason once crashed ``dlq list``), and with control characters
+escaped (a job type holding ``ESC[2J`` must not clear the terminal). Everything goes
+through :func:`printable`, and onto a console only as :class:`rich.text.Text`
+(:func:`literal`), never as a markup string.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from enum import IntEnum, StrEnum
+from types import TracebackType
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleRenderable
 from rich.logging import RichHandler
+from rich.table import Table
+from rich.text import Text
 
 #: Results (job ids, tables) go here, so they can be piped; piped tables are not
 #: squeezed into 80 columns.
@@ -29,9 +41,71 @@ class Exit(IntEnum):
     FORCED = 130  # a second signal, or the shutdown timeout: stopped at once
 
 
-def error(message: str) -> None:
-    """One clear line on stderr."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+#: C0 and C1 controls and DEL; lone surrogates (undecodable bytes of argv, which cannot
+#: be written out); line and paragraph separators; bidirectional overrides, which can
+#: make text read differently from what it is.
+_OTHERS = r"\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNPRINTABLE = re.compile(rf"[\x00-\x1f{_OTHERS}]")
+_UNPRINTABLE_BUT_NEWLINE = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHERS}]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+
+
+def printable(text: object, *, newlines: bool = False) -> str:
+    """``text`` safe for a terminal, on one line: control characters escaped.
+
+    ESC becomes the four characters ``\\x1b``, a newline ``\\n`` (kept with
+    ``newlines=True``, for tracebacks), U+202E ``\\u202e``. Backslashes are left alone,
+    so a literal ``\\x1b`` in the input looks the same: the aim is a safe and readable
+    line, not a reversible encoding (``--json`` output is that).
+    """
+    value = text if isinstance(text, str) else str(text)
+    return (_UNPRINTABLE_BUT_NEWLINE if newlines else _UNPRINTABLE).sub(_escape, value)
+
+
+def literal(text: object, style: str = "") -> Text:
+    """``text`` as Rich Text: shown as it is, never read as markup."""
+    return Text(printable(text), style=style)
+
+
+def table(*columns: str, title: str) -> Table:
+    """A table whose rows are added with :func:`add_row` (literal cells). A long cell
+    folds onto more lines rather than being cut: nothing is hidden."""
+    t = Table(title=title)
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    return t
+
+
+def add_row(t: Table, *cells: object) -> None:
+    """Add a row of literal cells to ``t``."""
+    t.add_row(*(literal(cell) for cell in cells))
+
+
+def print_json(data: Any) -> None:
+    """``data`` as JSON on stdout, non-ASCII escaped (so no control character is raw)."""
+    out.print_json(data=data, ensure_ascii=True, default=str)
+
+
+def say(message: object, *, to: Console | None = None) -> None:
+    """One literal line (a result on stdout, or a note on ``to``)."""
+    (to or out).print(literal(message), highlight=False)
+
+
+def error(message: object) -> None:
+    """One clear line on stderr: ``error: <message>``, the message literal."""
+    err.print(Text.assemble(("error:", "bold red"), " ", printable(message)), highlight=False)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception, on one line."""
+    text = str(exc)
+    return printable(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 class LogFormat(StrEnum):
@@ -45,8 +119,57 @@ class LogFormat(StrEnum):
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
 
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+
+def _exception(record: logging.LogRecord) -> _ExcInfo | None:
+    info = record.exc_info
+    if info and info[0] is not None and info[1] is not None:
+        return info
+    return None
+
+
+class LineFormatter(logging.Formatter):
+    """A record's message as one literal line; its exception as ``: Type: message``.
+
+    With ``tracebacks`` (at ``--log-level debug``) the traceback follows instead, on
+    lines of its own, control characters still escaped.
+    """
+
+    def __init__(self, *, tracebacks: bool = False) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
+
+    def format(self, record: logging.LogRecord) -> str:
+        """See :class:`logging.Formatter`."""
+        message = printable(record.getMessage())
+        exc = _exception(record)
+        if exc is None:
+            return message
+        if self.tracebacks:
+            return f"{message}\n{printable(self.formatException(exc), newlines=True)}"
+        return f"{message}: {describe(exc[1])}"
+
+
+class LiteralRichHandler(RichHandler):
+    """RichHandler that never reads a message as markup, whatever a record asks."""
+
+    def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
+        """See :class:`rich.logging.RichHandler`."""
+        text = Text(message)
+        return self.highlighter(text) if self.highlighter else text
+
+
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line, with a record's structured fields (job_id, queue, ...)."""
+    """One JSON object a line, with a record's structured fields (job_id, queue, ...).
+
+    An exception is an ``error`` field, ``Type: message``; with ``tracebacks`` (at
+    ``--log-level debug``) a ``traceback`` field too.
+    """
+
+    def __init__(self, *, tracebacks: bool = False) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
         """See :class:`logging.Formatter`."""
@@ -60,8 +183,11 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 data[key] = value
-        if record.exc_info and record.exc_info[1] is not None:
-            data["error"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        exc = _exception(record)
+        if exc is not None:
+            data["error"] = describe(exc[1])
+            if self.tracebacks:
+                data["traceback"] = self.formatException(exc)
         return json.dumps(data, default=str)
 
 
@@ -69,13 +195,16 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     """Rich on a terminal, JSON lines otherwise (``auto``), on stderr."""
     if fmt is LogFormat.AUTO:
         fmt = LogFormat.RICH if sys.stderr.isatty() else LogFormat.JSON
+    tracebacks = level.upper() == "DEBUG"
     handler: logging.Handler
     if fmt is LogFormat.RICH:
-        handler = RichHandler(console=err, show_path=False, rich_tracebacks=False)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler = LiteralRichHandler(
+            console=err, show_path=False, markup=False, rich_tracebacks=False
+        )
+        handler.setFormatter(LineFormatter(tracebacks=tracebacks))
     else:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(JsonFormatter())
+        handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -15,6 +15,7 @@ import typer
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
+from queuey_core.limits import check_positive
 from queuey_core.settings import duration
 
 logger = logging.getLogger("queuey.worker")
@@ -48,6 +49,10 @@ def worker(
             seconds = duration(job_timeout)
         except ValueError as exc:
             raise usage(f"--job-timeout: {exc}") from None
+        try:
+            check_positive(seconds, "--job-timeout")
+        except ValueError as exc:
+            raise usage(str(exc)) from None
         overrides.setdefault("worker", {})["job_timeout"] = seconds
     st = state(ctx)
     settings = st.settings(**overrides)

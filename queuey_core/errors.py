@@ -26,6 +26,8 @@ Any other exception escaping a handler is treated like ``Retryable``.
 
 from __future__ import annotations
 
+from queuey_core.limits import check_delay
+
 
 class QueueyError(Exception):
     """Base class of every error queuey raises on its own account."""
@@ -106,12 +108,16 @@ class Deferred(JobError):
 
     The job comes back at its queue's top priority, ahead of the backlog that built up
     while it waited. The retry policy is never consulted.
+
+    Raises:
+        ValueError: a delay that is negative, NaN, infinite or longer than the broker's
+            delay ladder holds (:data:`queuey_core.limits.MAX_DELAY_SECONDS`).
     """
 
     def __init__(self, delay: float, reason: str = "deferred") -> None:
-        if delay < 0:
-            raise ValueError("a deferral's delay cannot be negative")
-        self.delay = float(delay)
+        # Refused here, in the handler's own frame, rather than when the worker settles
+        # it: a delay the broker cannot hold would fail that settle on every redelivery.
+        self.delay = check_delay(delay, "a deferral's delay")
         self.reason = reason
         super().__init__(f"deferred for {self.delay:g}s: {reason}")
 

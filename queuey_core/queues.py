@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from queuey_core.errors import ConfigError, UnknownQueueError
+from queuey_core.limits import MAX_PRIORITY, MAX_QUEUE_NAME_BYTES
 from queuey_core.retry import RetryPolicy
 
 #: Queue names are dot-separated words of these characters: they travel as words of a
@@ -15,7 +17,7 @@ from queuey_core.retry import RetryPolicy
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_:-]+(\.[A-Za-z0-9_:-]+)*")
 
 #: RabbitMQ accepts ``x-max-priority`` from 1 to 255 (and advises a handful of levels).
-MAX_PRIORITY_LIMIT = 255
+MAX_PRIORITY_LIMIT = MAX_PRIORITY
 
 
 class QueueKind(StrEnum):
@@ -42,10 +44,11 @@ class QueueConfig:
     job_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if len(self.name) > 200 or not _QUEUE_NAME.fullmatch(self.name):
+        # The name is ASCII, and rides behind the delay bits in a routing key.
+        if len(self.name) > MAX_QUEUE_NAME_BYTES or not _QUEUE_NAME.fullmatch(self.name):
             raise ConfigError(
                 f"queue name {self.name!r} must be dot-separated words of letters, digits, "
-                "'_', ':' or '-' (at most 200 characters)"
+                f"'_', ':' or '-' (at most {MAX_QUEUE_NAME_BYTES} characters)"
             )
         if self.name.endswith(".dlq") or self.name.startswith("queuey."):
             raise ConfigError(f"queue name {self.name!r} is reserved for queuey's own queues")
@@ -55,8 +58,8 @@ class QueueConfig:
             raise ConfigError(
                 f"queue {self.name!r}: max_priority must be between 1 and {MAX_PRIORITY_LIMIT}"
             )
-        if self.job_timeout is not None and self.job_timeout <= 0:
-            raise ConfigError(f"queue {self.name!r}: job_timeout must be positive")
+        if self.job_timeout is not None and not 0 < self.job_timeout < math.inf:
+            raise ConfigError(f"queue {self.name!r}: job_timeout must be positive and finite")
 
     @property
     def top_priority(self) -> int:

@@ -38,6 +38,9 @@ class Backoff:
     jitter: bool = False
 
     def __post_init__(self) -> None:
+        # NaN compares false with everything, so it would slip past the checks below.
+        if not all(math.isfinite(v) for v in (self.initial, self.max, self.multiplier)):
+            raise ValueError("backoff delays and multiplier must be finite numbers")
         if self.initial < 0 or self.max < 0:
             raise ValueError("backoff delays cannot be negative")
         if self.max < self.initial:

@@ -5,11 +5,17 @@ merged over earlier ones), else ``$QUEUEY_CONFIG`` (several joined with ``:``), 
 ``./queuey.toml``; without one, the defaults apply. Nested keys come from the
 environment with ``__``: ``QUEUEY_QUEUES__ALPHA__PREFETCH=8``. Durations are written as
 ``"500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` (or a number of seconds).
+
+Values are checked against what the broker can hold (:mod:`queuey_core.limits`) here,
+where they come in: a retry delay beyond the delay ladder or a prefetch of 0 is a
+``ConfigError`` at start-up, not a worker that fails on its first retry.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
+import math
 import os
 import re
 import tomllib
@@ -17,14 +23,29 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from queuey_core.errors import ConfigError
+from queuey_core.limits import MAX_PRIORITY, MAX_UINT16, check_delay, check_positive
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, RetryPolicy
-from queuey_core.urls import redact
+from queuey_core.urls import check_url, redact
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
@@ -53,10 +74,41 @@ def duration(value: str | float) -> float:
 
 def _duration_field(value: object) -> object:
     # Leaves other types to pydantic's own float validation and its message.
-    return duration(value) if isinstance(value, str | int | float) else value
+    if not isinstance(value, str | int | float):
+        return value
+    seconds = duration(value)
+    if not math.isfinite(seconds):  # TOML has inf and nan; so has float("1e999")
+        raise ValueError("must be a finite number of seconds")
+    return seconds
 
 
+def _timeout(value: float) -> float:
+    return check_positive(value, "a timeout")
+
+
+def _delay(value: float) -> float:
+    if value == 0:
+        raise ValueError("must be more than 0 seconds")
+    return check_delay(value, "a delay")
+
+
+#: A finite number of seconds, 0 allowed (a grace period, a recovery window).
 Duration = Annotated[float, BeforeValidator(_duration_field), Field(ge=0)]
+#: A finite number of seconds above 0.
+Timeout = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_timeout)]
+#: A delay the broker's delay ladder can hold, above 0.
+Delay = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_delay)]
+
+
+def _broker_url(value: SecretStr) -> SecretStr:
+    check_url(value.get_secret_value(), ("amqp", "amqps"))
+    return value
+
+
+def _management_url(value: SecretStr | None) -> SecretStr | None:
+    if value is not None:
+        check_url(value.get_secret_value(), ("http", "https"))
+    return value
 
 
 class _Section(BaseModel):
@@ -68,15 +120,19 @@ class RetrySettings(_Section):
 
     max_attempts: int = Field(default=3, ge=1)
     backoff: BackoffKind = BackoffKind.EXPONENTIAL
-    initial: Duration = 1.0
-    max: Duration = 600.0
-    multiplier: float = Field(default=2.0, ge=1.0)
+    initial: Delay = 1.0
+    max: Delay = 600.0
+    multiplier: float = Field(default=2.0, ge=1.0, allow_inf_nan=False)
     jitter: bool = True
+
+    @model_validator(mode="after")
+    def _max_not_below_initial(self) -> RetrySettings:
+        if self.max < self.initial:
+            raise ValueError(f"max ({self.max:g}s) is below initial ({self.initial:g}s)")
+        return self
 
     def policy(self) -> RetryPolicy:
         """The retry policy these settings describe."""
-        if self.max < self.initial:
-            raise ConfigError(f"retry.max ({self.max:g}s) is below retry.initial")
         backoff = Backoff(self.backoff, self.initial, self.max, self.multiplier, self.jitter)
         return RetryPolicy(self.max_attempts, backoff)
 
@@ -84,19 +140,29 @@ class RetrySettings(_Section):
 class QueueSettings(_Section):
     """One ``[queues.NAME]`` table."""
 
-    prefetch: int = Field(default=10, ge=0)
-    max_priority: int | None = Field(default=None, ge=1, le=255)
+    # 0 would mean "no limit" to RabbitMQ: a worker would pull the whole queue.
+    prefetch: int = Field(default=10, ge=1, le=MAX_UINT16)
+    max_priority: int | None = Field(default=None, ge=1, le=MAX_PRIORITY)
     kind: QueueKind = QueueKind.CLASSIC
-    job_timeout: Duration | None = None
+    job_timeout: Timeout | None = None
     retry: RetrySettings = RetrySettings()
 
 
 class BrokerSettings(_Section):
-    """``[broker]``: where RabbitMQ is. The URL holds a password: it is never printed."""
+    """``[broker]``: where RabbitMQ is. The URLs hold passwords: they are never printed.
 
-    url: SecretStr = SecretStr("amqp://guest:guest@127.0.0.1:5672/%2F")
-    heartbeat: int = Field(default=30, ge=0)
-    connect_timeout: Duration = 5.0
+    ``management_url`` (``http://host:15672`` or ``https://host:15671``) is where
+    ``queuey queues`` asks for unacked counts; without it they are not shown. It is
+    never guessed from ``url``: that would send the broker's credentials over plain
+    HTTP, even for an ``amqps://`` broker.
+    """
+
+    url: Annotated[SecretStr, AfterValidator(_broker_url)] = SecretStr(
+        "amqp://guest:guest@127.0.0.1:5672/%2F"
+    )
+    management_url: Annotated[SecretStr | None, AfterValidator(_management_url)] = None
+    heartbeat: int = Field(default=30, ge=0, le=MAX_UINT16)
+    connect_timeout: Timeout = 5.0
     recovery_timeout: Duration = 60.0
 
 
@@ -104,8 +170,8 @@ class WorkerSettings(_Section):
     """``[worker]``."""
 
     concurrency: int | None = Field(default=None, ge=1)
-    job_timeout: Duration | None = 300.0
-    shutdown_timeout: Duration = 25.0
+    job_timeout: Timeout | None = 300.0
+    shutdown_timeout: Timeout = 25.0
     timeout_grace: Duration = 10.0
 
 
@@ -162,9 +228,13 @@ class Settings(BaseSettings):
         )
 
     def redacted(self) -> dict[str, Any]:
-        """The effective settings as plain data, the broker password replaced."""
+        """The effective settings as plain data, the passwords replaced."""
         data = self.model_dump(mode="json")
         data["broker"]["url"] = redact(self.broker.url.get_secret_value())
+        management = self.broker.management_url
+        data["broker"]["management_url"] = (
+            redact(management.get_secret_value()) if management is not None else None
+        )
         return data
 
 
@@ -186,6 +256,12 @@ def find_config(
     return [default] if default.is_file() else []
 
 
+def _named_by_env(paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None) -> bool:
+    """Whether :func:`find_config` took the files from ``$QUEUEY_CONFIG``."""
+    given = isinstance(paths, str | os.PathLike) or bool(paths)
+    return not given and bool(os.environ.get("QUEUEY_CONFIG"))
+
+
 def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
     """``overlay`` on top of ``base``, table by table."""
     merged = dict(base)
@@ -202,8 +278,12 @@ def _read(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
@@ -225,14 +305,21 @@ def load_settings(
     sources = find_config(paths)
     data: dict[str, Any] = {}
     for source in sources:
-        data = _merge(data, _read(source))
+        try:
+            data = _merge(data, _read(source))
+        except ConfigError as exc:
+            if not _named_by_env(paths):
+                raise
+            raise ConfigError(f"QUEUEY_CONFIG: {exc}") from None
     where = " + ".join(str(s) for s in sources) or "configuration"
     token = _toml_data.set(data)
     try:
         settings = Settings(**dict(overrides or {}))
         settings.queue_set()  # a queue name or policy the library refuses, reported now
     except ValidationError as exc:
-        raise ConfigError(f"{where}: {_describe(exc)}") from None
+        raise ConfigError(_describe(exc, where)) from None
+    except SettingsError as exc:
+        raise ConfigError(_describe_env_error(exc)) from None
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     finally:
@@ -240,12 +327,63 @@ def load_settings(
     return settings, sources
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors(include_url=False):
+_ENV_PREFIX = "QUEUEY_"
+
+
+def _env_keys() -> dict[tuple[str, ...], str]:
+    """Each ``QUEUEY_*`` variable set, by the key path it sets (lower case, as read)."""
+    return {
+        tuple(name[len(_ENV_PREFIX) :].lower().split("__")): name
+        for name in os.environ
+        if name.upper().startswith(_ENV_PREFIX)
+    }
+
+
+def _origin(loc: tuple[str, ...], env: dict[tuple[str, ...], str]) -> str | None:
+    """The variable that set the key at ``loc`` (or a table holding it), if one did."""
+    for path, name in env.items():
+        n = min(len(path), len(loc))
+        if path[:n] == loc[:n]:
+            return name
+    return None
+
+
+def _describe(exc: ValidationError, where: str) -> str:
+    """One line: each problem with its key, after the file or variable it came from."""
+    env = _env_keys()
+    by_origin: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = tuple(str(p).lower() for p in error["loc"])
         key = ".".join(str(p) for p in error["loc"]) or "(top level)"
         if error["type"] == "extra_forbidden":
-            parts.append(f"{key}: unknown key")
+            problem = "unknown key"
         else:
-            parts.append(f"{key}: {error['msg']}")
-    return "; ".join(parts)
+            problem = error["msg"].removeprefix("Value error, ")
+        by_origin.setdefault(_origin(loc, env) or where, []).append(f"{key}: {problem}")
+    return "; ".join(f"{origin}: {'; '.join(parts)}" for origin, parts in by_origin.items())
+
+
+def _describe_env_error(exc: SettingsError) -> str:
+    """pydantic-settings could not parse a variable (a table given as bad JSON)."""
+    match = re.search(r'field "([^"]+)"', str(exc))
+    field = match.group(1).lower() if match else ""
+    env = _env_keys()
+    names = [name for path, name in env.items() if path[0] == field]
+    top = env.get((field,))
+    if top is not None and not _is_json(os.environ.get(top, "")):
+        culprits = [top]
+    else:
+        culprits = [name for name in names if not _is_json(os.environ.get(name, ""))] or names
+    variable = " or ".join(sorted(culprits)) or f"{_ENV_PREFIX}{field.upper()}"
+    return (
+        f"{variable}: not valid JSON (a table is set as a JSON object, or key by key "
+        f"as {_ENV_PREFIX}{field.upper() or 'TABLE'}__KEY=value)"
+    )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

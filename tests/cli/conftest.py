@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+from queuey_core import DeadLetter, Envelope
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 
@@ -41,3 +44,46 @@ def write_config(tmp_path: Path) -> Callable[[str], Path]:
 def offline(write_config: Callable[[str], Path]) -> Path:
     """A valid config whose broker cannot be reached: anything that connects fails."""
     return write_config(BASE.format(url=UNREACHABLE))
+
+
+class FakeBroker:
+    """What the dlq and queues commands ask of a backend, answering from memory."""
+
+    def __init__(self, dead: list[DeadLetter] | None = None) -> None:
+        self.dead = dead or []
+        self.closed = False
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+        return [d for d in self.dead if d.envelope.queue == queue][:limit]
+
+    def requeue_dead_letters(self, queue: str, job_ids: list[str] | None = None) -> int:
+        return 0
+
+    def queue_counts(self, queue: str) -> tuple[int, int]:
+        return (0, 0)
+
+    def held_count(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def dead_letter(
+    job_type: str = "greet", reason: object = "fatal error: x", dead_at: object = 1_700_000_000_000
+) -> DeadLetter:
+    """A dead letter on queue ``default``; reason and dead_at may be of any type, as a
+    header of a message anyone published could be."""
+    env = Envelope(
+        job_id=uuid.uuid4(), job_type=job_type, queue="default", enqueued_at=0, payload={}
+    )
+    return DeadLetter(env, reason, dead_at)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch) -> FakeBroker:
+    """A FakeBroker every command gets instead of RabbitMQ."""
+    fake = FakeBroker()
+    for module in ("queuey_cli.dlq", "queuey_cli.queues"):
+        monkeypatch.setattr(f"{module}.backend", lambda settings: fake)
+    return fake

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from queuey_core import Backoff, ConfigError, Deferred, QueueConfig
-from queuey_core.backends import topology
+from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import (
     MAX_DELAY_MS,
     MAX_DELAY_SECONDS,

@@ -37,9 +37,14 @@ from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 
 AMQP_URL = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+_PARAMS = pika.URLParameters(AMQP_URL)
+#: The broker is shared: every test stays inside the virtual host of ``AMQP_URL``.
+VHOST: str = _PARAMS.virtual_host
+BROKER_HOST: str = _PARAMS.host
+BROKER_PORT: int = _PARAMS.port
 
 
-def broker_reachable(host: str = "127.0.0.1", port: int = 5672) -> bool:
+def broker_reachable(host: str = BROKER_HOST, port: int = BROKER_PORT) -> bool:
     """Whether something accepts TCP connections on the broker's port."""
     try:
         with socket.create_connection((host, port), timeout=2):

@@ -32,7 +32,7 @@ from queuey_core import (
     QueueSet,
     SystemClock,
 )
-from queuey_core.backends.base import Sink, Subscription
+from queuey_core.backends.base import AnyDeadLetter, Sink, Subscription
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 
@@ -92,11 +92,14 @@ class Wrapping:
 
         return self.inner.consume(queue, wrapped)
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         return self.inner.list_dead_letters(queue, limit=limit)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
         return self.inner.requeue_dead_letters(queue, job_ids)
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        return self.inner.delete_dead_letters(queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
         return self.inner.purge_dead_letters(queue)
@@ -130,7 +133,7 @@ class RecordingRabbit(Wrapping):
             return list(self._acked.get(queue, []))
 
     def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return self.rabbit.list_dead_letters(queue)
+        return [d for d in self.rabbit.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
     def pending(self, queue: str) -> int:
         return self.rabbit.queue_counts(queue)[0]
@@ -162,6 +165,14 @@ class _Recorded:
     @property
     def envelope(self) -> Envelope:
         return self._inner.envelope
+
+    @property
+    def queue(self) -> str:
+        return self._inner.queue
+
+    @property
+    def redelivered(self) -> bool:
+        return self._inner.redelivered
 
     def ack(self) -> None:
         self._inner.ack()

@@ -116,27 +116,27 @@ class Dispatcher:
                 extra=fields,
             )
             reason = f"redelivered {redeliveries} times without being settled"
-            self._settle(delivery.dead_letter, (reason,), fields, key)
+            self._settle(delivery.dead_letter, (reason,), fields)
             return
         if env.queue != queue:
             logger.error("envelope names another queue; dead-lettering", extra=fields)
             reason = (
                 f"envelope queue {env.queue!r} is not the queue it was delivered from ({queue!r})"
             )
-            self._settle(delivery.dead_letter, (reason,), fields, key)
+            self._settle(delivery.dead_letter, (reason,), fields)
             return
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
             self._settle(
-                delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields, key
+                delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
             return
         try:
             job = env.decode_job(route.job_type)
         except DecodeError as exc:
             logger.error("payload does not fit the job model: %s", exc, extra=fields)
-            self._settle(delivery.dead_letter, (f"decode error: {exc}",), fields, key)
+            self._settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
             return
 
         ctx = JobContext(
@@ -210,8 +210,6 @@ class Dispatcher:
     def _settle_outcome(
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
     ) -> None:
-        env = delivery.envelope
-        key = (delivery.queue, env.job_id, env.attempt, env.deferrals)
         try:
             operation, args = self._decide(delivery, route, outcome, fields)
         except Exception as exc:
@@ -220,7 +218,7 @@ class Dispatcher:
             reason = f"{_kind_word(outcome)} could not be scheduled: {describe(exc)}"
             logger.error("%s; dead-lettering", reason, extra=fields)
             operation, args = delivery.dead_letter, (reason,)
-        self._settle(operation, args, fields, key)
+        self._settle(operation, args, fields)
 
     def _decide(
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
@@ -260,11 +258,7 @@ class Dispatcher:
         return delivery.retry, (env.next_attempt(), decision.delay)
 
     def _settle(
-        self,
-        operation: Callable[..., None],
-        args: tuple[Any, ...],
-        fields: dict[str, Any],
-        key: object = None,
+        self, operation: Callable[..., None], args: tuple[Any, ...], fields: dict[str, Any]
     ) -> None:
         """Run a settle; log and count (never raise) a failure: the broker keeps the job."""
         try:
@@ -277,9 +271,6 @@ class Dispatcher:
                 extra=fields,
                 exc_info=True,
             )
-            return
-        if key is not None:
-            self._redeliveries.forget(key)
 
 
 class _Tracked:

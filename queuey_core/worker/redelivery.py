@@ -5,9 +5,11 @@ the settle path) comes back with the AMQP ``redelivered`` flag set, and would co
 for ever. This process counts such returns of each message and lets the dispatcher
 dead-letter it after a few, without running its handler again.
 
-Owns: the count, in bounded memory (an LRU of recent messages). Must never: grow
-without bound, or count a message that was published afresh (a retry, a deferral, a
-requeued dead letter arrives with the flag clear and starts again at zero).
+Owns: the count, in bounded memory (an LRU of recent messages). A count is not dropped
+when a settle looks done: an ack written just before a connection closed looks sent
+and never arrives, and the message comes back counting on. Must never: grow without
+bound, or count a message that was published afresh (a retry, a deferral, a requeued
+dead letter arrives with the flag clear and starts again at zero).
 """
 
 from __future__ import annotations
@@ -41,11 +43,6 @@ class RedeliveryCounter:
             while len(self._counts) > self._remembered:
                 self._counts.popitem(last=False)
             return count
-
-    def forget(self, key: Hashable) -> None:
-        """The message was settled: nothing more to count."""
-        with self._lock:
-            self._counts.pop(key, None)
 
     def __len__(self) -> int:
         with self._lock:

@@ -11,8 +11,9 @@ import typer
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import add_row, out, print_json, printable, say, table
 from queuey_core import DeadLetter
+from queuey_core.backends.base import AnyDeadLetter, UndecodableDeadLetter
 
-app = typer.Typer(help="Dead letters: list, show, requeue, purge.", no_args_is_help=True)
+app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
 
 QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="One queue (default: all).")]
 
@@ -33,10 +34,15 @@ def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
 
 
 # A dead letter's reason and time come from message headers, which anything that can
-# publish to a dead-letter queue can set: whatever they hold, the listing goes on.
+# publish to a dead-letter queue can set: the backend reads them defensively, and the
+# listing shows what it could not read as unknown. A message that is not an envelope
+# at all is listed too, by its handle (message id, or #position), with a preview.
+
+#: Where a dead letter was found: the queue whose dead-letter queue holds it.
+Found = tuple[str, AnyDeadLetter]
 
 
-def _dead_at(dead: DeadLetter) -> int | None:
+def _dead_at(dead: AnyDeadLetter) -> int | None:
     """When it died (ms since the epoch), or None when the header is missing or odd."""
     value: object = dead.dead_at
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -44,7 +50,7 @@ def _dead_at(dead: DeadLetter) -> int | None:
     return value
 
 
-def _when(dead: DeadLetter) -> str:
+def _when(dead: AnyDeadLetter) -> str:
     ms = _dead_at(dead)
     if ms is None:
         return "unknown"
@@ -54,23 +60,39 @@ def _when(dead: DeadLetter) -> str:
         return "unknown"
 
 
-def _reason(dead: DeadLetter) -> str | None:
+def _reason(dead: AnyDeadLetter) -> str | None:
     value: object = dead.reason
     return value if isinstance(value, str) else None
 
 
-def _as_dict(dead: DeadLetter) -> dict[str, Any]:
+def _as_dict(queue: str, dead: AnyDeadLetter) -> dict[str, Any]:
+    common = {"handle": dead.handle, "dlq_of": queue, "reason": _reason(dead)}
+    if isinstance(dead, UndecodableDeadLetter):
+        return {
+            **common,
+            "decodable": False,
+            "dead_at": _dead_at(dead),
+            "error": dead.error,
+            "preview": dead.preview,
+        }
     env = dead.envelope
     return {
+        **common,
+        "decodable": True,
+        "dead_at": _dead_at(dead),
         "job_id": str(env.job_id),
         "job_type": env.job_type,
         "queue": env.queue,
         "attempt": env.attempt,
         "deferrals": env.deferrals,
-        "reason": _reason(dead),
-        "dead_at": _dead_at(dead),
+        "priority": env.priority,
+        "enqueued_at": env.enqueued_at,
         "payload": env.payload,
     }
+
+
+def _all(broker: Any, names: list[str], limit: int | None = None) -> list[Found]:
+    return [(name, d) for name in names for d in broker.list_dead_letters(name, limit=limit)]
 
 
 @app.command("list")
@@ -81,37 +103,36 @@ def list_(
     limit: Annotated[int, typer.Option(min=1, help="At most this many per queue.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
-    """List dead letters, oldest first, without removing or reordering anything."""
+    """List dead letters, oldest first, without removing or reordering anything.
+
+    Messages that are not queuey envelopes are listed too, by message id or #position.
+    """
     broker, names = _queues(ctx, queue)
-    found = [d for name in names for d in broker.list_dead_letters(name, limit=limit)]
+    found = _all(broker, names, limit)
     broker.close()
     if as_json:
-        print_json([_as_dict(d) for d in found])
+        print_json([_as_dict(name, d) for name, d in found])
         return
     t = table(title="dead letters")
-    t.add_column("job id", no_wrap=True, min_width=36)
+    t.add_column("job id / handle", no_wrap=True, min_width=36)
     for column in ("type", "queue", "attempts", "reason", "when"):
         t.add_column(column, overflow="fold")
-    for d in found:
-        env = d.envelope
+    for name, d in found:
         reason = _reason(d)
-        add_row(
-            t,
-            env.job_id,
-            env.job_type,
-            env.queue,
-            env.attempt,
-            "unknown" if reason is None else reason,
-            _when(d),
-        )
+        shown = "unknown" if reason is None else reason
+        if isinstance(d, UndecodableDeadLetter):
+            kind = f"(not an envelope: {d.error}) {d.preview}"
+            add_row(t, d.handle, kind, name, "", shown, _when(d))
+        else:
+            env = d.envelope
+            add_row(t, d.handle, env.job_type, name, env.attempt, shown, _when(d))
     out.print(t)
 
 
-def _find(broker: Any, names: list[str], job_id: str) -> DeadLetter | None:
-    for name in names:
-        for dead in broker.list_dead_letters(name):
-            if str(dead.envelope.job_id) == job_id:
-                return dead  # type: ignore[no-any-return]
+def _find(broker: Any, names: list[str], handle: str) -> Found | None:
+    for name, dead in _all(broker, names):
+        if dead.handle == handle:
+            return name, dead
     return None
 
 
@@ -119,16 +140,16 @@ def _find(broker: Any, names: list[str], job_id: str) -> DeadLetter | None:
 @cli_errors
 def show(
     ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="The job id.")],
+    handle: Annotated[str, typer.Argument(help="The job id (or handle, for a non-envelope).")],
     queue: QueueOption = None,
 ) -> None:
     """Show one dead letter in full, as JSON."""
     broker, names = _queues(ctx, queue)
-    dead = _find(broker, names, job_id)
+    found = _find(broker, names, handle)
     broker.close()
-    if dead is None:
-        raise usage(f"no dead letter with job id {job_id}")
-    print_json(_as_dict(dead))
+    if found is None:
+        raise usage(f"no dead letter with job id {handle}")
+    print_json(_as_dict(*found))
 
 
 @app.command("requeue")
@@ -139,7 +160,11 @@ def requeue(
     all_: Annotated[bool, typer.Option("--all", help="Requeue every dead letter.")] = False,
     queue: QueueOption = None,
 ) -> None:
-    """Send dead letters back to their queue, at attempt 1."""
+    """Send dead letters back to their queue, at attempt 1.
+
+    Messages that are not queuey envelopes stay where they are (they would only be
+    refused again): `dlq delete` removes them.
+    """
     if bool(job_ids) == all_:
         raise usage("give job ids or --all")
     broker, names = _queues(ctx, queue)
@@ -147,20 +172,49 @@ def requeue(
     if all_:
         for name in names:
             moved += broker.requeue_dead_letters(name)
-    else:
-        wanted = set(job_ids or [])
-        for name in names:
-            here = [str(d.envelope.job_id) for d in broker.list_dead_letters(name)]
-            mine = sorted(wanted.intersection(here))
-            if mine:
-                moved += broker.requeue_dead_letters(name, mine)
-                wanted -= set(mine)
-        if wanted:
-            broker.close()
-            say(f"requeued {moved}")
-            raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
+        broker.close()
+        say(f"requeued {moved}")
+        return
+    wanted = set(job_ids or [])
+    stuck: set[str] = set()
+    for name in names:
+        here = broker.list_dead_letters(name)
+        stuck |= wanted.intersection(d.handle for d in here if isinstance(d, UndecodableDeadLetter))
+        mine = sorted(wanted.intersection(d.handle for d in here if isinstance(d, DeadLetter)))
+        if mine:
+            moved += broker.requeue_dead_letters(name, mine)
+            wanted -= set(mine)
     broker.close()
     say(f"requeued {moved}")
+    if stuck:
+        raise usage(
+            f"not a queuey envelope, cannot be requeued: {', '.join(sorted(stuck))} "
+            "(dlq delete removes it)"
+        )
+    if wanted:
+        raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
+
+
+@app.command("delete")
+@cli_errors
+def delete(
+    ctx: typer.Context,
+    handles: Annotated[list[str], typer.Argument(help="Job ids or handles to delete.")],
+    queue: QueueOption = None,
+) -> None:
+    """Delete chosen dead letters (envelopes or not); the others stay, in order."""
+    broker, names = _queues(ctx, queue)
+    wanted = set(handles)
+    deleted = 0
+    for name in names:
+        mine = sorted(wanted.intersection(d.handle for d in broker.list_dead_letters(name)))
+        if mine:
+            deleted += broker.delete_dead_letters(name, mine)
+            wanted -= set(mine)
+    broker.close()
+    say(f"deleted {deleted}")
+    if wanted:
+        raise usage(f"no dead letter with job id or handle {', '.join(sorted(wanted))}")
 
 
 @app.command("purge")

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from queuey_core.backends.base import Backend, ConsumerEnded, DeadLetter, Delivery, Subscription
+from queuey_core.backends.base import (
+    Backend,
+    ConsumerEnded,
+    DeadLetter,
+    Delivery,
+    Subscription,
+    UndecodableDeadLetter,
+)
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import Clock, ManualClock, SystemClock
 from queuey_core.context import JobContext
@@ -69,6 +76,7 @@ __all__ = [
     "Retryable",
     "Subscription",
     "SystemClock",
+    "UndecodableDeadLetter",
     "UnknownQueueError",
     "UnroutableError",
     "Worker",

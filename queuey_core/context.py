@@ -13,6 +13,9 @@ class JobContext:
 
     ``cancelled`` is set when the job times out or the worker is forced to stop: a
     long handler should poll it (or wait on it with :meth:`wait`) and return early.
+    ``redelivered`` says the broker handed this very message out before and it was
+    never settled (a lost connection, a worker that died): the job may have run, in
+    part or in full, so an idempotent handler checks ``job_id`` before acting again.
     """
 
     job_id: uuid.UUID
@@ -24,6 +27,7 @@ class JobContext:
     priority: int
     age: float
     """Seconds since the job was first enqueued."""
+    redelivered: bool = False
     cancel_event: threading.Event = field(default_factory=threading.Event, compare=False)
 
     def is_last_attempt(self) -> bool:

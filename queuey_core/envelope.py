@@ -1,16 +1,44 @@
-"""The envelope: a job on the wire, as JSON bytes (never pickle)."""
+"""The envelope: a job on the wire, as JSON bytes (never pickle).
+
+Anyone with access to a queue can publish into it, so every field is checked where the
+envelope is read, for both backends alike: a body that breaks a rule here is a
+:class:`DecodeError` naming the field, and the consumer dead-letters it instead of
+running it. The rules keep every value something a broker can carry again (an AMQP
+short string, a signed 32-bit header) so that a retry or a dead letter of an envelope
+that was read can always be published.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from queuey_core.errors import DecodeError
 from queuey_core.jobs import Job, job_identity
 
 J = TypeVar("J", bound=Job)
+
+#: The envelope format this code writes and reads; any other is dead-lettered unread.
+VERSION = 1
+#: The largest ``attempt`` or ``deferrals``: a signed 32-bit AMQP header holds it.
+MAX_COUNT = 2**31 - 1
+#: The latest ``enqueued_at`` (ms): past it, the AMQP timestamp would not be exact.
+MAX_ENQUEUED_AT = 2**53
+_SHORT_STRING_BYTES = 255
+
+
+def _short_string(value: str) -> str:
+    """An AMQP short string (``type`` property, routing key): 255 UTF-8 bytes, no controls."""
+    if len(value.encode("utf-8", "surrogatepass")) > _SHORT_STRING_BYTES:
+        raise ValueError(f"longer than {_SHORT_STRING_BYTES} UTF-8 bytes")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 for c in value):
+        raise ValueError("contains a control character or a lone surrogate")
+    return value
+
+
+ShortString = Annotated[str, Field(min_length=1), AfterValidator(_short_string)]
 
 
 class Envelope(BaseModel):
@@ -23,14 +51,26 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
+    v: int = VERSION
     job_id: uuid.UUID
-    job_type: str = Field(min_length=1)
-    queue: str = Field(min_length=1)
-    attempt: int = Field(default=1, ge=1)
-    deferrals: int = Field(default=0, ge=0)
+    job_type: ShortString
+    queue: ShortString
+    attempt: int = Field(default=1, ge=1, le=MAX_COUNT)
+    deferrals: int = Field(default=0, ge=0, le=MAX_COUNT)
     priority: int = Field(default=0, ge=0, le=255)
-    enqueued_at: int = Field(description="milliseconds since the Unix epoch")
+    enqueued_at: int = Field(ge=0, le=MAX_ENQUEUED_AT, description="ms since the Unix epoch")
     payload: dict[str, Any]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any) -> Any:
+        # Checked before any field: another version may shape its fields differently, and
+        # its reason must say so rather than name whichever field broke first. Never guess.
+        if isinstance(data, dict):
+            version = data.get("v", VERSION)
+            if type(version) is not int or version != VERSION:
+                raise ValueError(f"unknown envelope version {repr(version)[:40]}")
+        return data
 
     @classmethod
     def for_job(cls, job: Job, *, enqueued_at: int, priority: int = 0) -> Envelope:
@@ -49,12 +89,21 @@ class Envelope(BaseModel):
         """The envelope of the retry: one more attempt, back at priority 0.
 
         Dropping the priority keeps a job that once deferred from jumping the backlog
-        on every retry.
+        on every retry. ValueError past :data:`MAX_COUNT` attempts.
         """
+        if self.attempt >= MAX_COUNT:
+            raise ValueError(f"attempt {self.attempt} is the last one an envelope can count")
         return self.model_copy(update={"attempt": self.attempt + 1, "priority": 0})
 
     def deferred(self, priority: int) -> Envelope:
-        """The envelope of a deferral: one more deferral at ``priority``, same attempt."""
+        """The envelope of a deferral: one more deferral at ``priority``, same attempt.
+
+        ValueError past :data:`MAX_COUNT` deferrals or for a priority outside 0..255.
+        """
+        if self.deferrals >= MAX_COUNT:
+            raise ValueError(f"{self.deferrals} deferrals is the most an envelope can count")
+        if not 0 <= priority <= 255:
+            raise ValueError(f"priority {priority} is outside 0..255")
         return self.model_copy(update={"deferrals": self.deferrals + 1, "priority": priority})
 
     def fresh(self) -> Envelope:
@@ -84,11 +133,12 @@ class Envelope(BaseModel):
 
 
 def _first_error(exc: ValidationError) -> str:
-    """One short line from a pydantic error, without echoing the input value."""
-    errors = exc.errors(include_url=False, include_input=False)
+    """One short line from a pydantic error naming the field, never echoing its value."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
     if not errors:
         return "invalid"
     first = errors[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"
+    return f"{where}: {msg}{more}" if where else f"{msg}{more}"

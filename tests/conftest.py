@@ -7,7 +7,14 @@ import pytest
 from hypothesis import settings
 
 from queuey_core import ManualClock, MemoryBackend, Producer, QueueSet
-from tests.harness import MemoryEnv, RabbitEnv, WorkerEnv, broker_reachable
+from tests.harness import (
+    BROKER_HOST,
+    BROKER_PORT,
+    MemoryEnv,
+    RabbitEnv,
+    WorkerEnv,
+    broker_reachable,
+)
 from tests.support import Recorder, seed_queues
 
 # CI explores the same examples every run, so a red build always reproduces.
@@ -55,7 +62,10 @@ def require_broker() -> None:
     """Fail under CI, skip elsewhere, when no RabbitMQ answers."""
     if broker_reachable():
         return
-    message = "RabbitMQ is not reachable on 127.0.0.1:5672 (scripts/ensure-rabbitmq starts it)"
+    message = (
+        f"RabbitMQ is not reachable on {BROKER_HOST}:{BROKER_PORT} "
+        "(scripts/ensure-rabbitmq starts it)"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

@@ -32,14 +32,19 @@ from queuey_core import (
     QueueSet,
     SystemClock,
 )
-from queuey_core.backends.base import Sink, Subscription
+from queuey_core.backends.base import AnyDeadLetter, Sink, Subscription
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 
 AMQP_URL = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+_PARAMS = pika.URLParameters(AMQP_URL)
+#: The broker is shared: every test stays inside the virtual host of ``AMQP_URL``.
+VHOST: str = _PARAMS.virtual_host
+BROKER_HOST: str = _PARAMS.host
+BROKER_PORT: int = _PARAMS.port
 
 
-def broker_reachable(host: str = "127.0.0.1", port: int = 5672) -> bool:
+def broker_reachable(host: str = BROKER_HOST, port: int = BROKER_PORT) -> bool:
     """Whether something accepts TCP connections on the broker's port."""
     try:
         with socket.create_connection((host, port), timeout=2):
@@ -87,11 +92,14 @@ class Wrapping:
 
         return self.inner.consume(queue, wrapped)
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         return self.inner.list_dead_letters(queue, limit=limit)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
         return self.inner.requeue_dead_letters(queue, job_ids)
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        return self.inner.delete_dead_letters(queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
         return self.inner.purge_dead_letters(queue)
@@ -125,7 +133,7 @@ class RecordingRabbit(Wrapping):
             return list(self._acked.get(queue, []))
 
     def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return self.rabbit.list_dead_letters(queue)
+        return [d for d in self.rabbit.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
     def pending(self, queue: str) -> int:
         return self.rabbit.queue_counts(queue)[0]
@@ -157,6 +165,14 @@ class _Recorded:
     @property
     def envelope(self) -> Envelope:
         return self._inner.envelope
+
+    @property
+    def queue(self) -> str:
+        return self._inner.queue
+
+    @property
+    def redelivered(self) -> bool:
+        return self._inner.redelivered
 
     def ack(self) -> None:
         self._inner.ack()

@@ -145,14 +145,14 @@ def test_dead_letters_can_be_listed_requeued_and_purged(
         d.dead_letter(f"reason {i}")
     sub.cancel()
     listed = backend.list_dead_letters(ALPHA)
-    assert [d.envelope.job_id for d in listed] == ids
+    assert [d.handle for d in listed] == [str(i) for i in ids], "a job's handle is its id"
     assert [d.reason for d in listed] == ["reason 0", "reason 1", "reason 2"]
     assert backend.list_dead_letters(ALPHA, limit=1) == listed[:1]
     assert backend.list_dead_letters(ALPHA) == listed, "listing removes nothing"
 
     assert backend.requeue_dead_letters(ALPHA, [str(ids[1])]) == 1
     assert backend.pending(ALPHA) == 1
-    assert [d.envelope.job_id for d in backend.list_dead_letters(ALPHA)] == [ids[0], ids[2]]
+    assert [d.handle for d in backend.list_dead_letters(ALPHA)] == [str(ids[0]), str(ids[2])]
     assert backend.purge_dead_letters(ALPHA) == 2
     assert backend.list_dead_letters(ALPHA) == []
     assert backend.requeue_dead_letters(ALPHA, [str(uuid.uuid4())]) == 0

@@ -68,12 +68,20 @@ json_values = st.recursive(
 )
 
 
+#: What an envelope's job type and queue may be: AMQP short strings without controls.
+short_strings = st.text(
+    st.characters(exclude_categories=("Cc", "Cs")).filter(lambda c: not 0x7F <= ord(c) < 0xA0),
+    min_size=1,
+    max_size=30,
+)
+
+
 @st.composite
 def envelopes(draw: st.DrawFn) -> Envelope:
     return Envelope(
         job_id=uuid.UUID(int=draw(st.integers(0, 2**128 - 1))),
-        job_type=draw(st.text(min_size=1, max_size=30)),
-        queue=draw(st.text(min_size=1, max_size=30)),
+        job_type=draw(short_strings),
+        queue=draw(short_strings),
         attempt=draw(st.integers(1, 1000)),
         deferrals=draw(st.integers(0, 1000)),
         priority=draw(st.integers(0, 255)),

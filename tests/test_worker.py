@@ -85,6 +85,14 @@ class NeverSettles:
     def envelope(self) -> Envelope:
         return self.inner.envelope
 
+    @property
+    def queue(self) -> str:
+        return self.inner.queue
+
+    @property
+    def redelivered(self) -> bool:
+        return self.inner.redelivered
+
     def ack(self) -> None:
         raise BackendError("channel is gone")
 

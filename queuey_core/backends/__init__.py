@@ -13,6 +13,7 @@ from queuey_core.backends.base import (
     Delivery,
     Sink,
     Subscription,
+    UndecodableDeadLetter,
 )
 from queuey_core.backends.memory import MemoryBackend
 
@@ -24,4 +25,5 @@ __all__ = [
     "MemoryBackend",
     "Sink",
     "Subscription",
+    "UndecodableDeadLetter",
 ]

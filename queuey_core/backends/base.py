@@ -1,6 +1,8 @@
 """The seam between the worker and a broker: what a backend and a delivery can do.
 
-A backend never knows handlers or job models: it moves :class:`Envelope` values.
+A backend never knows handlers or job models: it moves :class:`Envelope` values. It
+trusts nothing a message says about where it belongs: a delivery is settled on the
+queue it came from, and every delivery gets settled, whatever its body holds.
 """
 
 from __future__ import annotations
@@ -17,15 +19,30 @@ from queuey_core.queues import QueueConfig
 class Delivery(Protocol):
     """One message handed to a consumer, to be settled exactly once.
 
-    Every settle raises :class:`~queuey_core.errors.BackendError` when the broker did
-    not take it; the broker then still owns the message and will redeliver it.
-    ``retry`` and ``defer`` make the new envelope safe on the broker *before* the
-    original is acknowledged, so a crash in between duplicates and never loses.
+    Every settle raises :class:`~queuey_core.errors.BackendError` only when the message
+    could not be settled at all (its channel is gone, the backend is closed); the broker
+    then still owns the message and will redeliver it. ``retry`` and ``defer`` make the
+    new envelope safe on the broker *before* the original is acknowledged, so a crash in
+    between duplicates and never loses. A replacement (retry, deferral, dead letter) that
+    cannot be built or published, for any reason, does not leave the message unsettled:
+    the original moves to the dead-letter queue of :attr:`queue` by a path that does not
+    depend on its content, and the settle returns.
     """
 
     @property
     def envelope(self) -> Envelope:
         """The envelope that was delivered."""
+
+    @property
+    def queue(self) -> str:
+        """The queue it was delivered from: where its retries and dead letters go.
+
+        Never ``envelope.queue``, which is whatever the publisher wrote.
+        """
+
+    @property
+    def redelivered(self) -> bool:
+        """Whether the broker delivered this message before and it was not settled then."""
 
     def ack(self) -> None:
         """The job succeeded: forget the message."""
@@ -71,11 +88,37 @@ class Subscription(Protocol):
 
 
 class DeadLetter(NamedTuple):
-    """A dead-lettered envelope with why and when (ms since the epoch) it died."""
+    """A dead-lettered envelope with why and when (ms since the epoch) it died.
+
+    ``reason`` is "unknown" and ``dead_at`` None when the message carries no readable
+    header for them. ``handle`` reaches it in :meth:`Backend.delete_dead_letters`: its
+    job id.
+    """
 
     envelope: Envelope
     reason: str
-    dead_at: int
+    dead_at: int | None
+    handle: str
+
+
+class UndecodableDeadLetter(NamedTuple):
+    """A message of a dead-letter queue that is not a queuey envelope.
+
+    It can be listed and deleted, never requeued (it would be refused again).
+    ``preview`` is the start of its body, escaped to printable ASCII; ``error`` says why
+    it is not an envelope. ``handle`` is its message id when it has a printable one,
+    else ``#N``, its position in the dead-letter queue (1 for the oldest) when listed.
+    """
+
+    preview: str
+    error: str
+    reason: str
+    dead_at: int | None
+    handle: str
+
+
+#: Anything a dead-letter queue holds.
+AnyDeadLetter = DeadLetter | UndecodableDeadLetter
 
 
 class Backend(Protocol):
@@ -102,14 +145,65 @@ class Backend(Protocol):
     def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
         """Start pushing deliveries of ``queue`` to ``sink``, at most ``prefetch`` unsettled."""
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
-        """The dead letters of ``queue``, oldest first, without removing or reordering them."""
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
+        """Every dead letter of ``queue``, undecodable ones too, oldest first.
+
+        Nothing is removed or reordered.
+        """
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many."""
+        """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many.
+
+        Undecodable ones are never requeued: they stay where they are.
+        """
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """Delete the dead letters of ``queue`` with those handles; how many.
+
+        The others stay, in order. A position handle (``#N``) means the position at the
+        time of the call.
+        """
 
     def purge_dead_letters(self, queue: str) -> int:
         """Delete every dead letter of ``queue``; how many."""
 
     def close(self) -> None:
         """Release connections; consumers end with :class:`ConsumerEnded`."""
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` as printable ASCII of at most ``limit`` characters, for headers and listings.
+
+    Anything else is escaped (``\\xNN``, ``\\uNNNN``), so the result encodes anywhere;
+    a longer text is cut, and says so.
+    """
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROLS)
+    if len(escaped) <= limit:
+        return escaped
+    return escaped[: max(0, limit - 3)] + "..."
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def preview(body: bytes, limit: int = 120) -> str:
+    """The start of a message body that is not an envelope, as printable ASCII."""
+    head = bytes(body[: limit * 4]).decode("utf-8", "backslashreplace")
+    suffix = f" ({len(body)} bytes)" if len(body) > limit else ""
+    return printable(head, limit) + suffix
+
+
+def message_handle(message_id: object) -> str | None:
+    """A message id usable as a dead letter's handle, or None: printable ASCII, short.
+
+    ``#`` starts position handles, so an id starting with it is not used either.
+    """
+    if (
+        isinstance(message_id, str)
+        and 0 < len(message_id) <= 255
+        and message_id.isascii()
+        and message_id.isprintable()
+        and not message_id.startswith("#")
+    ):
+        return message_id
+    return None

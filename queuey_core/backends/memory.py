@@ -2,41 +2,78 @@
 
 It behaves like a broker where the worker can tell: prefetch limits how many unsettled
 deliveries a consumer holds, higher priorities are delivered first (FIFO within a
-level), delayed messages are held on an injected clock, and a closed subscription
-gives its unsettled deliveries back. Tests inspect what happened through
-:meth:`acked`, :meth:`dead_letters`, :meth:`pending`, :meth:`held` and friends.
+level), delayed messages are held on an injected clock, a closed subscription gives its
+unsettled deliveries back (delivered again, they are flagged ``redelivered``), and
+delays past the ladder's reach are refused as RabbitMQ's would be. Like the RabbitMQ
+backend it settles a delivery on the queue it came from, and a replacement that cannot
+be held dead-letters the original instead. :meth:`publish_raw` puts bytes straight into
+a queue, as other code could on a broker: a body that is not an envelope is
+dead-lettered when its turn comes, as the RabbitMQ consumer does. Tests inspect what
+happened through :meth:`acked`, :meth:`dead_letters`, :meth:`pending`, :meth:`held` and
+friends.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from queuey_core.backends.base import ConsumerEnded, DeadLetter, Sink
+from queuey_core.backends.base import (
+    AnyDeadLetter,
+    ConsumerEnded,
+    DeadLetter,
+    Sink,
+    UndecodableDeadLetter,
+    message_handle,
+    preview,
+    printable,
+)
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, UnroutableError
+from queuey_core.errors import (
+    BackendError,
+    ConfigError,
+    ConsumerStoppedError,
+    DecodeError,
+    UnroutableError,
+)
+from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    """Bytes put straight into a queue (:meth:`MemoryBackend.publish_raw`), not decoded yet."""
+
+    body: bytes
+    message_id: str | None
+
+
+#: A message waiting in a queue: (-priority, sequence, envelope or raw body, redelivered).
+_Ready = tuple[int, int, Envelope | _Raw, bool]
 
 
 @dataclass
 class _Queue:
     config: QueueConfig
-    ready: list[tuple[int, int, Envelope]] = field(default_factory=list)
+    ready: list[_Ready] = field(default_factory=list)
     held: int = 0
     held_deferrals: int = 0
     acked: list[Envelope] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
+    dead: list[AnyDeadLetter] = field(default_factory=list)
     consumers: list[_MemorySubscription] = field(default_factory=list)
     next_consumer: int = 0
 
-    def effective_priority(self, envelope: Envelope) -> int:
-        if self.config.max_priority is None:
+    def effective_priority(self, message: Envelope | _Raw) -> int:
+        if self.config.max_priority is None or not isinstance(message, Envelope):
             return 0
-        return min(envelope.priority, self.config.max_priority)
+        return min(message.priority, self.config.max_priority)
 
 
 class MemoryBackend:
@@ -99,28 +136,56 @@ class MemoryBackend:
             self._pump(q)
             return sub
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+    def publish_raw(self, queue: str, body: bytes, *, message_id: str | None = None) -> None:
+        """Put ``body`` on ``queue`` as it is, as code other than queuey could.
+
+        It is decoded only when a consumer's turn comes; a body that is not an envelope
+        then goes to the dead-letter queue with the reason, as on RabbitMQ. A
+        ``message_id`` is the handle such a dead letter is listed under.
+        """
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            self._push(q, _Raw(bytes(body), message_id), next(self._seq))
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         """See :meth:`Backend.list_dead_letters`."""
         with self._lock:
-            dead = list(self._queue(queue).dead)
+            dead = _with_positions(self._queue(queue).dead)
         return dead if limit is None else dead[:limit]
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`."""
+        """See :meth:`Backend.requeue_dead_letters`: undecodable ones stay."""
         wanted = None if job_ids is None else set(job_ids)
         with self._lock:
             self._check_open()
             q = self._queue(queue)
-            keep: list[DeadLetter] = []
+            keep: list[AnyDeadLetter] = []
             moved = 0
             for dead in q.dead:
-                if wanted is None or str(dead.envelope.job_id) in wanted:
+                if isinstance(dead, DeadLetter) and (
+                    wanted is None or str(dead.envelope.job_id) in wanted
+                ):
                     self._hold_or_ready(q, dead.envelope.fresh(), None, deferral=False)
                     moved += 1
                 else:
                     keep.append(dead)
             q.dead = keep
             return moved
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """See :meth:`Backend.delete_dead_letters`."""
+        wanted = set(handles)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            listed = _with_positions(q.dead)
+            keep = [
+                raw for raw, shown in zip(q.dead, listed, strict=True) if shown.handle not in wanted
+            ]
+            deleted = len(q.dead) - len(keep)
+            q.dead = keep
+            return deleted
 
     def purge_dead_letters(self, queue: str) -> int:
         """See :meth:`Backend.purge_dead_letters`."""
@@ -154,8 +219,11 @@ class MemoryBackend:
             return list(self._queue(queue).acked)
 
     def dead_letters(self, queue: str) -> list[DeadLetter]:
-        """Dead letters of ``queue`` as ``(envelope, reason, dead_at)``, oldest first."""
-        return self.list_dead_letters(queue)
+        """Dead envelopes of ``queue`` as ``(envelope, reason, dead_at, handle)``, oldest first.
+
+        Undecodable bodies are left out: :meth:`list_dead_letters` has them.
+        """
+        return [d for d in self.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
     def pending(self, queue: str) -> int:
         """Messages ready on ``queue`` and not delivered to anyone."""
@@ -202,8 +270,8 @@ class MemoryBackend:
     def _hold_or_ready(
         self, q: _Queue, envelope: Envelope, delay: float | None, *, deferral: bool
     ) -> None:
-        if delay is not None and delay < 0:
-            raise ValueError("a delay cannot be negative")
+        if delay is not None:
+            check_delay(delay)
         if not delay:
             self._push(q, envelope, next(self._seq))
             return
@@ -220,8 +288,8 @@ class MemoryBackend:
 
         self._clock.call_later(delay, release)
 
-    def _push(self, q: _Queue, envelope: Envelope, seq: int) -> None:
-        heapq.heappush(q.ready, (-q.effective_priority(envelope), seq, envelope))
+    def _push(self, q: _Queue, message: Envelope | _Raw, seq: int) -> None:
+        heapq.heappush(q.ready, (-q.effective_priority(message), seq, message, False))
         self._pump(q)
 
     def _pump(self, q: _Queue) -> None:
@@ -234,8 +302,28 @@ class MemoryBackend:
                     break
             else:
                 return
-            _, seq, envelope = heapq.heappop(q.ready)
-            sub.deliver(_MemoryDelivery(self, q, sub, envelope, seq))
+            _, seq, message, redelivered = heapq.heappop(q.ready)
+            if isinstance(message, _Raw):
+                decoded = self._decode_raw(q, message)
+                if decoded is None:
+                    continue
+                message = decoded
+            sub.deliver(_MemoryDelivery(self, q, sub, message, seq, redelivered))
+
+    def _decode_raw(self, q: _Queue, raw: _Raw) -> Envelope | None:
+        """A raw body's envelope; None if it is not one (then it is dead-lettered)."""
+        message_id = raw.message_id
+        try:
+            return Envelope.decode(raw.body)
+        except DecodeError as exc:
+            logger.error(
+                "undecodable message dead-lettered: %s", exc, extra={"queue": q.config.name}
+            )
+            handle = message_handle(message_id) or ""
+            reason = printable(f"{exc}", 2000)
+            now = self._clock.wall_ms()
+            q.dead.append(UndecodableDeadLetter(preview(raw.body), str(exc), reason, now, handle))
+            return None
 
     def _settle(
         self,
@@ -250,14 +338,30 @@ class MemoryBackend:
                 raise BackendError("delivery was already settled")
             if delivery.sub.closed:
                 raise BackendError("the delivery's consumer is closed; the broker took it back")
+            # The delivery's own queue, never the one its envelope names.
             q = delivery.q
             if replacement is not None:
                 next_env, delay, deferral = replacement
-                self._hold_or_ready(q, next_env, delay, deferral=deferral)
+                try:
+                    if next_env.queue != q.config.name:
+                        next_env = next_env.model_copy(update={"queue": q.config.name})
+                    self._hold_or_ready(q, next_env, delay, deferral=deferral)
+                except Exception as exc:
+                    # As the RabbitMQ delivery does: a replacement that cannot be held
+                    # moves the original to the dead-letter queue, never leaves it waiting.
+                    what = "deferral" if deferral else "retry"
+                    dead = f"could not publish the {what}: {type(exc).__name__}: {exc}"
+                    logger.error(
+                        "%s; dead-lettered the original instead",
+                        dead,
+                        extra={"queue": q.config.name, "job_id": str(delivery.envelope.job_id)},
+                    )
             delivery.settled = True
             delivery.sub.unsettled.pop(delivery.seq, None)
             if dead is not None:
-                q.dead.append(DeadLetter(delivery.envelope, dead, self._clock.wall_ms()))
+                env = delivery.envelope
+                now = self._clock.wall_ms()
+                q.dead.append(DeadLetter(env, dead, now, str(env.job_id)))
             else:
                 q.acked.append(delivery.envelope)
             self._pump(q)
@@ -298,18 +402,19 @@ class _MemorySubscription:
         with self._backend._lock:
             self.cancel()
             self.closed = True
-            # Back where they were: a requeued message keeps its place in line.
+            # Back where they were: a requeued message keeps its place in line, and is
+            # flagged redelivered, as a broker does.
             for seq, delivery in self.unsettled.items():
                 heapq.heappush(
                     self._q.ready,
-                    (-self._q.effective_priority(delivery.envelope), seq, delivery.envelope),
+                    (-self._q.effective_priority(delivery.envelope), seq, delivery.envelope, True),
                 )
             self.unsettled.clear()
             self._backend._pump(self._q)
 
 
 class _MemoryDelivery:
-    __slots__ = ("_backend", "_envelope", "q", "seq", "settled", "sub")
+    __slots__ = ("_backend", "_envelope", "_redelivered", "q", "seq", "settled", "sub")
 
     def __init__(
         self,
@@ -318,17 +423,27 @@ class _MemoryDelivery:
         sub: _MemorySubscription,
         envelope: Envelope,
         seq: int,
+        redelivered: bool,
     ) -> None:
         self._backend = backend
         self.q = q
         self.sub = sub
         self._envelope = envelope
         self.seq = seq
+        self._redelivered = redelivered
         self.settled = False
 
     @property
     def envelope(self) -> Envelope:
         return self._envelope
+
+    @property
+    def queue(self) -> str:
+        return self.q.config.name
+
+    @property
+    def redelivered(self) -> bool:
+        return self._redelivered
 
     def ack(self) -> None:
         self._backend._settle(self)
@@ -341,3 +456,11 @@ class _MemoryDelivery:
 
     def defer(self, next_envelope: Envelope, delay: float) -> None:
         self._backend._settle(self, replacement=(next_envelope, delay, True))
+
+
+def _with_positions(dead: list[AnyDeadLetter]) -> list[AnyDeadLetter]:
+    """Dead letters as listed: an undecodable one without a message id is ``#N``."""
+    return [
+        d._replace(handle=f"#{n}") if isinstance(d, UndecodableDeadLetter) and not d.handle else d
+        for n, d in enumerate(dead, 1)
+    ]

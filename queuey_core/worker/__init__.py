@@ -7,6 +7,7 @@ The behaviour is the seed's, the original Rust runtime kept in this repository a
 * :mod:`.runner`: :class:`Worker`, its run loop, job threads and graceful shutdown;
 * :mod:`.dispatch`: one delivery from its envelope to its settle (the seed's algorithm);
 * :mod:`.outcome`: how a handler's run ended, told apart;
+* :mod:`.redelivery`: counting messages that come back unsettled, so none loops for ever;
 * :mod:`.timeout`: job timeouts, and threads that ignore them;
 * :mod:`.handle`: :class:`WorkerHandle`, shutdown from another thread and the counters.
 """

@@ -1,4 +1,14 @@
-"""One delivery, start to settle: the seed's per-delivery algorithm.
+"""One delivery, start to settle: the seed's per-delivery algorithm, guarded.
+
+Before the seed's steps, a delivery the worker cannot trust is dead-lettered unrun:
+
+* redelivered :data:`~.redelivery.MAX_REDELIVERIES` times without being settled
+  ("redelivered N times without being settled");
+* an envelope whose ``queue`` is not the queue it came from ("envelope queue ... is not
+  the queue it was delivered from"). Retries and dead letters always go by the
+  delivery's queue, never by what the envelope says.
+
+Then the seed's algorithm:
 
 1. no handler for ``envelope.job_type`` -> dead letter ("no handler ...");
 2. the payload does not validate against the handler's job model -> dead letter
@@ -12,9 +22,15 @@
    (job override, else queue default) decides: retry with ``envelope.next_attempt()``
    after the backoff, or dead letter ("max attempts (N) exhausted ...").
 
+A retry or deferral that cannot be built (a delay beyond what the broker holds, a
+counter at its limit, a policy that raises) is dead-lettered with the reason instead of
+attempted ("retry delay ... is beyond ...").
+
 Owns: choosing the settle for each outcome. Must never: raise out of
-:meth:`Dispatcher.dispatch` (a settle that fails is logged and counted in the
-:class:`WorkerHandle`: the broker still owns that message and will redeliver it).
+:meth:`Dispatcher.dispatch`, or leave a delivery unsettled because of what it holds or
+of a bug on the way (a last-resort dead letter, "worker error ..."). A settle the broker
+did not take is logged and counted in the :class:`WorkerHandle`: the broker still owns
+that message and will redeliver it.
 """
 
 from __future__ import annotations
@@ -28,13 +44,16 @@ from typing import Any
 from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
-from queuey_core.errors import DecodeError
+from queuey_core.envelope import Envelope
+from queuey_core.errors import DecodeError, JobTimeout
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
+from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.handle import WorkerHandle
-from queuey_core.worker.outcome import Kind, Outcome, call_handler
+from queuey_core.worker.outcome import Kind, Outcome, call_handler, describe
+from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
 
 logger = logging.getLogger(__name__)
@@ -67,15 +86,45 @@ class Dispatcher:
         self._clock = clock
         self._job_timeout = job_timeout
         self._timeout_grace = timeout_grace
+        self._redeliveries = RedeliveryCounter()
 
     def dispatch(self, delivery: Delivery) -> None:
+        tracked = _Tracked(delivery)
+        try:
+            self._dispatch(tracked)
+        except Exception as exc:  # a bug on our side: the delivery must still be settled
+            fields = {"queue": _safe(lambda: delivery.queue)}
+            logger.critical("worker error while processing a delivery", exc_info=True, extra=fields)
+            if not tracked.attempted:
+                self._settle(tracked.dead_letter, (f"worker error: {describe(exc)}",), fields)
+
+    def _dispatch(self, delivery: _Tracked) -> None:
         env = delivery.envelope
+        queue = delivery.queue
         fields: dict[str, Any] = {
             "job_id": str(env.job_id),
             "job_type": env.job_type,
-            "queue": env.queue,
+            "queue": queue,
             "attempt": env.attempt,
         }
+        key = (queue, env.job_id, env.attempt, env.deferrals)
+        redeliveries = self._redeliveries.note(key, delivery.redelivered)
+        if redeliveries >= MAX_REDELIVERIES:
+            logger.error(
+                "delivery came back %d times without being settled; dead-lettering",
+                redeliveries,
+                extra=fields,
+            )
+            reason = f"redelivered {redeliveries} times without being settled"
+            self._settle(delivery.dead_letter, (reason,), fields)
+            return
+        if env.queue != queue:
+            logger.error("envelope names another queue; dead-lettering", extra=fields)
+            reason = (
+                f"envelope queue {env.queue!r} is not the queue it was delivered from ({queue!r})"
+            )
+            self._settle(delivery.dead_letter, (reason,), fields)
+            return
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
@@ -99,11 +148,15 @@ class Dispatcher:
             deferrals=env.deferrals,
             priority=env.priority,
             age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
+            redelivered=delivery.redelivered,
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         if timeout is None:
-            outcome = call_handler(route.handler, job, ctx)
+            try:
+                outcome = call_handler(route.handler, job, ctx)
+            except JobTimeout:  # raised by the handler itself: no timer of ours is running
+                outcome = Outcome(Kind.RETRYABLE, "JobTimeout raised by the handler")
         else:
             timed = self._call_with_timeout(route, job, ctx, timeout, delivery, fields)
             if timed is None:
@@ -157,45 +210,52 @@ class Dispatcher:
     def _settle_outcome(
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
     ) -> None:
+        try:
+            operation, args = self._decide(delivery, route, outcome, fields)
+        except Exception as exc:
+            # The retry or deferral cannot even be built: the job is not lost, it is
+            # dead-lettered with the reason, and the settle path never sees the bad value.
+            reason = f"{_kind_word(outcome)} could not be scheduled: {describe(exc)}"
+            logger.error("%s; dead-lettering", reason, extra=fields)
+            operation, args = delivery.dead_letter, (reason,)
+        self._settle(operation, args, fields)
+
+    def _decide(
+        self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
+    ) -> tuple[Callable[..., None], tuple[Any, ...]]:
+        """The settle for ``outcome``, as an operation and its arguments."""
         env = delivery.envelope
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
-            self._settle(delivery.ack, (), fields)
-        elif kind is Kind.FATAL:
+            return delivery.ack, ()
+        if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=fields)
-            self._settle(delivery.dead_letter, (f"fatal error: {outcome.error}",), fields)
-        elif kind is Kind.DEFERRED:
+            return delivery.dead_letter, (f"fatal error: {outcome.error}",)
+        if kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
             # comes back at its queue's top priority.
+            _check_delay("deferral", outcome.delay)
             logger.info("job deferred for %gs: %s", outcome.delay, outcome.error, extra=fields)
-            self._settle(
-                delivery.defer,
-                (env.deferred(route.queue.top_priority), outcome.delay),
-                fields,
+            return delivery.defer, (env.deferred(route.queue.top_priority), outcome.delay)
+        decision = route.policy.decide(env.attempt)
+        if isinstance(decision, GiveUp):
+            logger.error(
+                "job failed; giving up after %d attempts: %s",
+                env.attempt,
+                outcome.error,
+                extra=fields,
             )
-        else:
-            decision = route.policy.decide(env.attempt)
-            if isinstance(decision, GiveUp):
-                logger.error(
-                    "job failed; giving up after %d attempts: %s",
-                    env.attempt,
-                    outcome.error,
-                    extra=fields,
-                )
-                reason = (
-                    f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
-                    f"{env.attempt}: {outcome.error}"
-                )
-                self._settle(delivery.dead_letter, (reason,), fields)
-            else:
-                logger.warning(
-                    "job failed; retrying in %.3gs: %s",
-                    decision.delay,
-                    outcome.error,
-                    extra=fields,
-                )
-                self._settle(delivery.retry, (env.next_attempt(), decision.delay), fields)
+            reason = (
+                f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
+                f"{env.attempt}: {outcome.error}"
+            )
+            return delivery.dead_letter, (reason,)
+        _check_delay("retry", decision.delay)
+        logger.warning(
+            "job failed; retrying in %.3gs: %s", decision.delay, outcome.error, extra=fields
+        )
+        return delivery.retry, (env.next_attempt(), decision.delay)
 
     def _settle(
         self, operation: Callable[..., None], args: tuple[Any, ...], fields: dict[str, Any]
@@ -211,3 +271,59 @@ class Dispatcher:
                 extra=fields,
                 exc_info=True,
             )
+
+
+class _Tracked:
+    """A delivery that remembers whether a settle was attempted on it."""
+
+    __slots__ = ("attempted", "inner")
+
+    def __init__(self, inner: Delivery) -> None:
+        self.inner = inner
+        self.attempted = False
+
+    @property
+    def envelope(self) -> Envelope:
+        return self.inner.envelope
+
+    @property
+    def queue(self) -> str:
+        return self.inner.queue
+
+    @property
+    def redelivered(self) -> bool:
+        return self.inner.redelivered
+
+    def ack(self) -> None:
+        self.attempted = True
+        self.inner.ack()
+
+    def dead_letter(self, reason: str) -> None:
+        self.attempted = True
+        self.inner.dead_letter(reason)
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        self.attempted = True
+        self.inner.retry(next_envelope, delay)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        self.attempted = True
+        self.inner.defer(next_envelope, delay)
+
+
+def _check_delay(what: str, delay: float) -> None:
+    """ValueError for a delay no broker holds: not a number, negative, or past the ladder."""
+    check_delay(delay, f"{what} delay")
+
+
+def _kind_word(outcome: Outcome) -> str:
+    return {Kind.DEFERRED: "the deferral", Kind.RETRYABLE: "the retry"}.get(
+        outcome.kind, "the settle"
+    )
+
+
+def _safe(read: Callable[[], str]) -> str:
+    try:
+        return read()
+    except Exception:
+        return "?"

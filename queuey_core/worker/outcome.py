@@ -2,12 +2,15 @@
 
 Owns: calling a handler and classifying the way it ended, and the error text that logs
 and dead letters show. Must never: let an exception out of a handler escape (except
-:class:`JobTimeout`, which the timeout machinery catches).
+:class:`JobTimeout`, which the timeout machinery catches), nor raise while describing
+one: an exception whose ``__str__`` raises, or whose text holds lone surrogates, still
+gets a text that can be logged and encoded.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from queuey_core.context import JobContext
@@ -42,7 +45,7 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     try:
         handler(job, ctx)
     except Deferred as d:
-        return Outcome(Kind.DEFERRED, d.reason, d.delay)
+        return _deferred(d)
     except Fatal as exc:
         return Outcome(Kind.FATAL, describe(exc))
     except JobTimeout:
@@ -52,9 +55,51 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     return SUCCESS
 
 
+#: Longest error text kept from a handler: a reason, not a core dump.
+MAX_ERROR_TEXT = 2000
+
+
 def describe(exc: BaseException) -> str:
-    """The error text for logs and dead letters; the type too when it is not ours."""
-    text = str(exc)
+    """The error text for logs and dead letters; the type too when it is not ours.
+
+    Never raises, and always returns text that encodes as UTF-8.
+    """
+    name = _text(type(exc).__name__)
+    try:
+        text = _text(str(exc))
+    except Exception:
+        text = "(its message could not be read)"
     if isinstance(exc, (Fatal, Retryable)):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return text or name
+    return f"{name}: {text}" if text else name
+
+
+def _text(value: object) -> str:
+    """``value`` as bounded text without lone surrogates (escaped), whatever it is."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+        # str subclasses can carry anything: go through bytes to get a plain str back.
+        clean = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    except Exception:
+        return "(unreadable)"
+    if len(clean) > MAX_ERROR_TEXT:
+        return clean[: MAX_ERROR_TEXT - 3] + "..."
+    return clean
+
+
+def _deferred(d: Deferred) -> Outcome:
+    """A deferral's outcome; its delay is NaN when it has none a clock could use.
+
+    ``Deferred.__init__`` refuses bad delays, but an instance can be built around it (or
+    changed after): the dispatcher dead-letters a NaN, or a delay too long, rather than
+    guess.
+    """
+    try:
+        reason = _text(d.reason)
+    except Exception:
+        reason = "deferred"
+    try:
+        delay = float(d.delay)
+    except Exception:
+        delay = math.nan
+    return Outcome(Kind.DEFERRED, reason, delay)

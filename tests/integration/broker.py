@@ -11,7 +11,7 @@ from typing import Any
 
 import pika
 
-from tests.harness import AMQP_URL
+from tests.harness import AMQP_URL, VHOST
 
 
 def rabbitmqctl(*args: str) -> str:
@@ -23,8 +23,8 @@ def rabbitmqctl(*args: str) -> str:
 
 
 def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
-    """``rabbitmqctl list_<kind>`` as a list of dicts."""
-    out = rabbitmqctl(f"list_{kind}", "--formatter", "json", *fields)
+    """``rabbitmqctl list_<kind>`` of the tests' virtual host, as a list of dicts."""
+    out = rabbitmqctl(f"list_{kind}", "-p", VHOST, "--formatter", "json", *fields)
     rows: list[dict[str, Any]] = json.loads(out)
     for row in rows:
         # Arguments come as [name, type, value] triples.
@@ -42,6 +42,11 @@ def channel() -> Iterator[Any]:
     finally:
         if conn.is_open:
             conn.close()
+
+
+def close_all_connections(why: str) -> None:
+    """Close every connection of the tests' virtual host (never the whole shared broker)."""
+    rabbitmqctl("close_all_connections", "-p", VHOST, why)
 
 
 def unique(prefix: str) -> str:

@@ -21,6 +21,7 @@ from queuey_core import (
     ConfigError,
     ConsumerEnded,
     ConsumerStoppedError,
+    DeadLetter,
     Delivery,
     Envelope,
     ManualClock,
@@ -237,16 +238,17 @@ def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: Env)
 
     env.wait_until(lambda: len(env.backend.list_dead_letters(q.name)) == 4)
     listed = env.backend.list_dead_letters(q.name)
-    assert [d.envelope.job_id for d in listed] == [e.job_id for e in sent]
+    assert [d.handle for d in listed] == [str(e.job_id) for e in sent]
     assert [d.reason for d in listed] == [f"reason {i}" for i in range(4)]
+    assert isinstance(listed[3], DeadLetter)
     assert listed[3].envelope.attempt == 2
-    assert all(d.dead_at > 0 for d in listed)
+    assert all(d.dead_at is not None and d.dead_at > 0 for d in listed)
     assert env.backend.list_dead_letters(q.name) == listed, "listing loses and reorders nothing"
     assert env.backend.list_dead_letters(q.name, limit=2) == listed[:2]
 
     assert env.backend.requeue_dead_letters(q.name, [str(sent[3].job_id)]) == 1
     remaining = env.backend.list_dead_letters(q.name)
-    assert [d.envelope.job_id for d in remaining] == [e.job_id for e in sent[:3]]
+    assert [d.handle for d in remaining] == [str(e.job_id) for e in sent[:3]]
     again = Collector(env.now)
     sub = env.backend.consume(q, again)
     env.wait_until(lambda: len(again.deliveries()) == 1)

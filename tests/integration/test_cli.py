@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +24,19 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from tests import harness
 from tests.conftest import require_broker
 from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
 
-VHOST = "queuey-cli-test"
-URL = f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
+# A virtual host of its own (created and deleted here), named after the tests' one so
+# that two checkouts sharing a broker never delete each other's.
+VHOST = "queuey-cli-test" if harness.VHOST == "/" else f"{harness.VHOST}.cli"
+URL = (
+    f"amqp://guest:guest@{harness.BROKER_HOST}:{harness.BROKER_PORT}/"
+    f"{urllib.parse.quote(VHOST, safe='')}"
+)
 CONFIG = f"""
 [broker]
 url = "{URL}"

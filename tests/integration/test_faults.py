@@ -23,6 +23,7 @@ from queuey_core import (
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
+from tests.integration import broker
 from tests.integration.broker import channel, delete_queues, rabbitmqctl, unique
 from tests.support import Running, start, wait_for
 
@@ -54,7 +55,7 @@ def ready(rabbit: RabbitMQBackend) -> int:
 
 
 def close_all_connections() -> None:
-    rabbitmqctl("close_all_connections", "queuey fault test")
+    broker.close_all_connections("queuey fault test")
 
 
 class Seen:

@@ -26,7 +26,7 @@ from queuey_core import (
 )
 from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL
+from tests.harness import AMQP_URL, BROKER_HOST, BROKER_PORT
 from tests.integration.broker import channel, delete_queues, list_json, unique
 from tests.support import start, wait_for
 
@@ -153,7 +153,9 @@ def test_an_unreachable_broker_is_one_clear_error_without_the_password() -> None
 def test_wrong_credentials_are_one_clear_error_without_the_password() -> None:
     require_broker()
     with pytest.raises(BackendError) as err:
-        RabbitMQBackend("amqp://guest:wrong-s3cret@127.0.0.1:5672/%2F", connect_timeout=2)
+        RabbitMQBackend(
+            f"amqp://guest:wrong-s3cret@{BROKER_HOST}:{BROKER_PORT}/%2F", connect_timeout=2
+        )
     assert "refused the credentials" in str(err.value)
     assert "wrong-s3cret" not in str(err.value)
 
@@ -208,8 +210,9 @@ def test_a_message_that_is_not_an_envelope_is_dead_lettered_not_lost(
                 count = ch.queue_declare(f"{name}.dlq", passive=True).method.message_count
                 time.sleep(0.05)
             _, props, body = ch.basic_get(f"{name}.dlq", auto_ack=True)
-        assert body == b"\x00not json at all"
-        assert props.headers["x-death"][0]["reason"] == "rejected"
+        assert body == b"\x00not json at all", "the body is kept as it was"
+        reason = props.headers[topology.REASON_HEADER]
+        assert reason.startswith("not a queuey envelope: Invalid JSON"), reason
         assert not running.is_finished(), "the worker carries on"
         running.stop()
     finally:

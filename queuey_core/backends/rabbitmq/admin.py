@@ -1,10 +1,12 @@
 """The admin connection: topology and dead-letter tools, one caller at a time.
 
 Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder,
-counting, and listing, requeueing and purging dead letters.
+counting, and listing, requeueing, deleting and purging dead letters; reading a dead
+letter back (:func:`dead_letter_of`), whatever its body and headers hold.
 Must never: lose or reorder a dead letter while listing it (everything taken is given
-back with one multiple nack), or be used for the job path (publishing and consuming
-have connections of their own).
+back with one multiple nack), hide one (a body that is not an envelope is listed with a
+preview, a header that cannot be read shows as unknown), or be used for the job path
+(publishing and consuming have connections of their own).
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pika
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
-from queuey_core.backends.base import DeadLetter
+from queuey_core.backends.base import (
+    AnyDeadLetter,
+    DeadLetter,
+    UndecodableDeadLetter,
+    message_handle,
+    preview,
+    printable,
+)
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
 from queuey_core.envelope import Envelope
@@ -98,32 +107,62 @@ def declare_ladder(ch: BlockingChannel) -> None:
 
 def get_all(
     ch: BlockingChannel, dlq: str, limit: int | None, *, give_back: bool = True
-) -> list[tuple[int, DeadLetter | None]]:
-    """Every message of ``dlq`` (up to ``limit``), held unacked; given back unless told not."""
-    got: list[tuple[int, DeadLetter | None]] = []
+) -> list[tuple[int, AnyDeadLetter]]:
+    """Every message of ``dlq`` (up to ``limit``), held unacked; given back unless told not.
+
+    Each comes with its delivery tag, in queue order; a position handle counts from 1.
+    """
+    got: list[tuple[int, AnyDeadLetter]] = []
     last_tag: int | None = None
     while limit is None or len(got) < limit:
         method, props, body = ch.basic_get(dlq, auto_ack=False)
         if method is None:
             break
         last_tag = method.delivery_tag
-        got.append((method.delivery_tag, dead_letter_of(props, body)))
+        got.append((method.delivery_tag, dead_letter_of(props, body, len(got) + 1)))
     if give_back and last_tag is not None:
         ch.basic_nack(last_tag, multiple=True, requeue=True)
     return got
 
 
-def dead_letter_of(props: BasicProperties, body: bytes) -> DeadLetter | None:
+def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDeadLetter:
+    """What a message of a dead-letter queue is, read without trusting any of it."""
+    headers = props.headers if isinstance(props.headers, dict) else {}
+    reason = _reason(headers)
+    dead_at = _millis(headers.get(topology.DEAD_AT_HEADER))
     try:
         envelope = Envelope.decode(body)
-    except DecodeError:
+    except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
+        error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
+        handle = message_handle(props.message_id) or f"#{position}"
+        return UndecodableDeadLetter(preview(body), error, reason, dead_at, handle)
+    return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
+
+
+def _reason(headers: dict[str, Any]) -> str:
+    """Our reason header; else RabbitMQ's x-death reason; else "unknown"."""
+    reason = _text(headers.get(topology.REASON_HEADER))
+    if reason is not None:
+        return reason
+    deaths = headers.get("x-death")
+    if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict):
+        why = _text(deaths[0].get("reason"))
+        if why is not None:
+            return f"dead-lettered by RabbitMQ ({why})"
+    return "unknown"
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
         return None
-    headers = props.headers or {}
-    reason = headers.get(topology.REASON_HEADER)
-    if isinstance(reason, bytes):
-        reason = reason.decode(errors="replace")
-    if reason is None:
-        deaths = headers.get("x-death") or [{}]
-        reason = f"dead-lettered by RabbitMQ ({deaths[0].get('reason', 'unknown')})"
-    dead_at = headers.get(topology.DEAD_AT_HEADER)
-    return DeadLetter(envelope, str(reason), int(dead_at) if dead_at is not None else 0)
+    return printable(value, topology.MAX_REASON)
+
+
+def _millis(value: object) -> int | None:
+    """A time header in ms since the epoch, or None when it is not a plausible one."""
+    # pika reads 64-bit integers as its own int subclass: take any int but a bool.
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**53:
+        return None
+    return int(value)

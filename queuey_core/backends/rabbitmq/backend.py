@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 import pika
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
+from pika.spec import BasicProperties
 
-from queuey_core.backends.base import DeadLetter, Sink
+from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Sink
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
@@ -158,16 +159,33 @@ class RabbitMQBackend:
         """See :meth:`Backend.defer`."""
         self.publish(envelope, delay=delay)
 
-    def publish_dead_letter(self, envelope: Envelope, reason: str) -> None:
-        """Publish ``envelope`` to its queue's dead-letter queue, with why, when and attempt."""
-        headers = {
-            topology.REASON_HEADER: reason[:4000],
-            topology.DEAD_AT_HEADER: int(time.time() * 1000),
-            topology.ATTEMPT_HEADER: envelope.attempt,
-            topology.QUEUE_HEADER: envelope.queue,
-        }
-        dlq = f"{envelope.queue}.dlq"
-        self._send([Pub("", dlq, envelope.encode(), properties(envelope, headers))])
+    def publish_dead_letter(
+        self, envelope: Envelope, reason: str, *, queue: str | None = None
+    ) -> None:
+        """Publish ``envelope`` to the dead-letter queue of ``queue``, with why, when, attempt.
+
+        ``queue`` is the queue the envelope was delivered from (by default the one it
+        names). Raises before anything is sent if the message could not be encoded.
+        """
+        where = envelope.queue if queue is None else queue
+        headers = topology.dead_letter_headers(
+            reason, queue=where, attempt=envelope.attempt, dead_at=int(time.time() * 1000)
+        )
+        props = properties(envelope, headers)
+        pub = Pub("", topology.dead_letter_name(where), envelope.encode(), props)
+        self._send([_encodable(pub)])
+
+    def publish_raw_dead_letter(
+        self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
+    ) -> None:
+        """The poison path: ``body`` unchanged to the dead-letter queue of ``queue``.
+
+        Nothing of the original message but its body (and a printable message id) is
+        kept, and every header is plain ASCII: this publish cannot fail on content.
+        """
+        headers = topology.dead_letter_headers(reason, queue=queue, dead_at=int(time.time() * 1000))
+        props = BasicProperties(delivery_mode=2, message_id=message_id, headers=headers)
+        self._send([_encodable(Pub("", topology.dead_letter_name(queue), bytes(body), props))])
 
     def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
         """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
@@ -187,30 +205,33 @@ class RabbitMQBackend:
             raise sub.start_error
         return sub
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         """See :meth:`Backend.list_dead_letters`.
 
         Takes the messages unacked, then gives them all back with one multiple nack, so
-        nothing is lost or reordered. Messages that are not queuey envelopes stay in the
-        queue and are left out of the list.
+        nothing is lost or reordered. Messages that are not queuey envelopes are listed
+        as :class:`UndecodableDeadLetter`.
         """
 
-        def work(ch: BlockingChannel) -> list[DeadLetter]:
-            found = [d for _, d in get_all(ch, f"{queue}.dlq", limit) if d is not None]
-            return found
+        def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
+            return [d for _, d in get_all(ch, topology.dead_letter_name(queue), limit)]
 
         return self._admin.run(work)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal."""
+        """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal.
+
+        Undecodable messages are never requeued (they would be dead-lettered again).
+        """
         wanted = None if job_ids is None else set(job_ids)
 
         def work(ch: BlockingChannel) -> int:
             ch.confirm_delivery()
             chosen = [
                 (tag, d)
-                for tag, d in get_all(ch, f"{queue}.dlq", None, give_back=False)
-                if d is not None and (wanted is None or str(d.envelope.job_id) in wanted)
+                for tag, d in get_all(ch, topology.dead_letter_name(queue), None, give_back=False)
+                if isinstance(d, DeadLetter)
+                and (wanted is None or str(d.envelope.job_id) in wanted)
             ]
             for _, dead in chosen:
                 fresh = dead.envelope.fresh()
@@ -225,9 +246,23 @@ class RabbitMQBackend:
         except pika.exceptions.UnroutableError as exc:
             raise UnknownQueueError(queue) from exc
 
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """See :meth:`Backend.delete_dead_letters`: the rest go back, in order."""
+        wanted = set(handles)
+
+        def work(ch: BlockingChannel) -> int:
+            got = get_all(ch, topology.dead_letter_name(queue), None, give_back=False)
+            doomed = [tag for tag, d in got if d.handle in wanted]
+            for tag in doomed:
+                ch.basic_ack(tag)
+            ch.basic_recover(requeue=True)
+            return len(doomed)
+
+        return self._admin.run(work)
+
     def purge_dead_letters(self, queue: str) -> int:
         """See :meth:`Backend.purge_dead_letters`."""
-        frame = self._admin.run(lambda ch: ch.queue_purge(f"{queue}.dlq"))
+        frame = self._admin.run(lambda ch: ch.queue_purge(topology.dead_letter_name(queue)))
         return int(frame.method.message_count)
 
     def queue_counts(self, queue: str) -> tuple[int, int]:
@@ -343,3 +378,12 @@ class RabbitMQBackend:
             "connect_timeout": self._connect_timeout,
             "recovery_timeout": self._recovery_timeout,
         }
+
+
+def _encodable(pub: Pub) -> Pub:
+    """``pub``, once it is known to encode: a frame that cannot be built must fail its
+    sender here, not on the publisher's shared thread."""
+    pub.props.encode()
+    if len(pub.routing_key.encode()) > 255:
+        raise ValueError(f"routing key {pub.routing_key[:60]!r}... is too long")
+    return pub

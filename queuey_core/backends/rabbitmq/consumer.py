@@ -3,16 +3,21 @@
 Owns: opening a channel per queue with its prefetch, registering the consumer,
 decoding each delivery into an envelope and pushing it to the worker's sink,
 re-subscribing after a recovery, and ending a subscription (the broker cancelled it, its
-queue is gone, recovery gave up) with one :class:`ConsumerEnded`.
-Must never: block the link's thread (the sink only enqueues), or let a delivery of a
-closed channel look current: after a channel or connection is lost, its deliveries'
-settles are refused.
+queue is gone, recovery gave up) with one :class:`ConsumerEnded`. A body that is not an
+envelope (:class:`~queuey_core.envelope.Envelope` refuses it, naming the field) is
+handed to the link's dead-letterer thread, which moves it to the dead-letter queue with
+the reason (the poison path of :mod:`.delivery`): that publish waits for a confirm, so
+it must not run on the link's thread.
+Must never: block the link's thread (the sink only enqueues), let an exception out of a
+pika callback (it would end the link's thread), or let a delivery of a closed channel
+look current: after a channel or connection is lost, its deliveries' settles are refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +25,8 @@ import pika.exceptions
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.base import ConsumerEnded, Sink
-from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
+from queuey_core.backends.base import ConsumerEnded, Sink, message_handle, printable
+from queuey_core.backends.rabbitmq.delivery import RabbitDelivery, Undecodable
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
@@ -39,6 +44,7 @@ class ConsumerLink(Link):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.subscriptions: list[RabbitSubscription] = []
+        self.dead_letterer = DeadLetterer()
 
     @property
     def connection(self) -> Any:
@@ -54,12 +60,54 @@ class ConsumerLink(Link):
             sub.channel = None  # settles for its deliveries are refused from now on
 
     def on_gave_up(self, error: BackendError) -> None:
+        self.dead_letterer.stop()
         for sub in list(self.subscriptions):
             sub.end(ConsumerStoppedError(sub.queue, str(error)))
 
     def on_closing(self) -> None:
+        self.dead_letterer.stop()
         for sub in list(self.subscriptions):
             sub.end(ConsumerStoppedError(sub.queue, "the backend was closed"))
+
+
+class DeadLetterer:
+    """A thread that dead-letters undecodable messages, off the link's thread.
+
+    One at a time, in arrival order: a flood of garbage holds at most each channel's
+    prefetch, and never more than one thread.
+    """
+
+    _STOP = None
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Undecodable, str] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, message: Undecodable, reason: str) -> None:
+        """Dead-letter ``message`` with ``reason`` soon; never blocks."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="queuey-dead-letterer", daemon=True
+                )
+                self._thread.start()
+        self._queue.put((message, reason))
+
+    def stop(self) -> None:
+        """Let the thread end once it has done what it was given."""
+        with self._lock:
+            if self._thread is not None:
+                self._queue.put(self._STOP)
+                self._thread = None
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not self._STOP:
+            message, reason = item
+            try:
+                message.dead_letter(reason)
+            except Exception:  # logged by the delivery; the broker redelivers it
+                logger.debug("undecodable message left to RabbitMQ", exc_info=True)
 
 
 class RabbitSubscription:
@@ -113,15 +161,37 @@ class RabbitSubscription:
     ) -> None:
         if not self.is_current(ch):
             return
+        tag = method.delivery_tag
         try:
-            envelope = Envelope.decode(body)
-        except DecodeError as exc:
-            # Not one of ours: reject it outright, and the queue's dead-letter settings
-            # move it to the dead-letter queue with an x-death header saying so.
-            logger.error("undecodable message dead-lettered: %s", exc, extra={"queue": self.queue})
-            ch.basic_reject(method.delivery_tag, requeue=False)
-            return
-        self.sink(RabbitDelivery(self, ch, method.delivery_tag, envelope))
+            message_id = message_handle(props.message_id)
+            try:
+                envelope = Envelope.decode(body)
+            except DecodeError as exc:
+                # Not one of ours, or not one we may trust: dead-letter it with the reason
+                # (which names the field), off this thread.
+                reason = printable(str(exc), 2000)
+                self.link.dead_letterer.submit(Undecodable(self, ch, tag, body, message_id), reason)
+                return
+            delivery = RabbitDelivery(
+                self,
+                ch,
+                tag,
+                envelope,
+                body=body,
+                message_id=message_id,
+                redelivered=bool(method.redelivered),
+            )
+            self.sink(delivery)
+        except Exception:
+            # A bug of ours must not end the link's thread, nor leave the message holding
+            # a prefetch slot: the queue's dead-letter settings take it.
+            logger.critical(
+                "could not hand a delivery over; rejecting it",
+                exc_info=True,
+                extra={"queue": self.queue},
+            )
+            with contextlib.suppress(Exception):
+                ch.basic_reject(tag, requeue=False)
 
     def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
         if ch is not self.channel:

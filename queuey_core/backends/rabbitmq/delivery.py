@@ -1,65 +1,63 @@
-"""Deliveries and their settles: ack, retry, defer, dead letter.
+"""Deliveries and their settles: ack, retry, defer, dead letter, and the poison path.
 
 Owns: settling a delivery exactly once, on the channel that delivered it, from a job
 thread (through the consumer link's thread). A replacement (retry, deferral, dead
-letter) is confirmed by the broker before the original is acked.
+letter) goes to the delivery's own queue (never the one its envelope names) and is
+confirmed by the broker before the original is acked. When a replacement cannot be
+built or published, whatever the reason, the original still leaves the queue by the
+*poison path*, which does not depend on what the message holds: its body, unchanged, is
+published to ``<queue>.dlq`` with plain-ASCII headers saying why, then acked; if even
+that fails, it is rejected without requeueing, and the queue's own dead-letter settings
+move it (:func:`topology.queue_arguments`). A message that is not an envelope at all
+(:class:`Undecodable`) takes the same path.
 Must never: send a settle on a channel other than the one that delivered (after a
-reconnect the broker redelivers instead), or ack an original whose replacement was
-not confirmed.
+reconnect the broker redelivers instead), ack an original whose replacement was not
+confirmed, or give a message back for immediate redelivery (a message that cannot be
+processed would come straight back, for ever).
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pika.channel import Channel
 
+from queuey_core.backends.base import printable
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, QueueyError
+from queuey_core.errors import BackendError
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
 
+logger = logging.getLogger(__name__)
 
-class RabbitDelivery:
+
+class _Message:
     """A message delivered on one channel; settled on that channel or not at all."""
 
-    __slots__ = ("_channel", "_envelope", "_settled", "_sub", "_tag")
+    __slots__ = ("_body", "_channel", "_message_id", "_settled", "_sub", "_tag")
 
     def __init__(
-        self, sub: RabbitSubscription, channel: Channel, tag: int, envelope: Envelope
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        body: bytes,
+        message_id: str | None,
     ) -> None:
         self._sub = sub
         self._channel = channel
         self._tag = tag
-        self._envelope = envelope
+        self._body = body
+        self._message_id = message_id
         self._settled = False
 
     @property
-    def envelope(self) -> Envelope:
+    def queue(self) -> str:
         """See :class:`Delivery`."""
-        return self._envelope
-
-    def ack(self) -> None:
-        """See :class:`Delivery`."""
-        self._claim()
-        self._on_channel(lambda ch: ch.basic_ack(self._tag))
-
-    def dead_letter(self, reason: str) -> None:
-        """See :class:`Delivery`."""
-        self._claim()
-        self._replace(lambda: self._sub.backend.publish_dead_letter(self._envelope, reason))
-
-    def retry(self, next_envelope: Envelope, delay: float) -> None:
-        """See :class:`Delivery`."""
-        self._claim()
-        self._replace(lambda: self._sub.backend.publish(next_envelope, delay=delay))
-
-    def defer(self, next_envelope: Envelope, delay: float) -> None:
-        """See :class:`Delivery`."""
-        self.retry(next_envelope, delay)
+        return self._sub.queue
 
     def _claim(self) -> None:
         if self._settled:
@@ -78,16 +76,135 @@ class RabbitDelivery:
 
         self._sub.backend.wait(self._sub.link.call(run), "settle")
 
-    def _replace(self, publish: Callable[[], None]) -> None:
+    def _poison(self, reason: str, error: str) -> None:
+        """Move the message to its dead-letter queue by a path that cannot fail on content.
+
+        ``error`` says what went wrong before; it is logged once, with how it ended.
+        Raises BackendError only when the message could not be settled at all.
+        """
+        fields = {"queue": self.queue, "message_id": self._message_id}
+        try:
+            self._sub.backend.publish_raw_dead_letter(
+                self.queue, self._body, reason, message_id=self._message_id
+            )
+        except Exception as exc:
+            # Even the raw copy failed: reject, and the queue's dead-letter settings move
+            # it (with RabbitMQ's x-death header, without our reason).
+            try:
+                self._on_channel(lambda ch: ch.basic_reject(self._tag, requeue=False))
+            except BackendError:
+                logger.error(
+                    "%s; could not dead-letter it (%s) nor reject it: RabbitMQ will redeliver it",
+                    error,
+                    safe_describe(exc),
+                    extra=fields,
+                )
+                raise
+            logger.error(
+                "%s; rejected it into the dead-letter queue (its raw copy failed: %s)",
+                error,
+                safe_describe(exc),
+                extra=fields,
+            )
+            return
+        self._on_channel(lambda ch: ch.basic_ack(self._tag))
+        logger.error("%s; moved it to the dead-letter queue as it was", error, extra=fields)
+
+
+class Undecodable(_Message):
+    """A message that is not a queuey envelope: it can only be dead-lettered."""
+
+    __slots__ = ()
+
+    def dead_letter(self, reason: str) -> None:
+        """Move it to the dead-letter queue with ``reason``, by the poison path."""
+        self._claim()
+        self._on_channel(lambda ch: None)  # gone: the broker redelivers, publish no copy
+        self._poison(reason, f"undecodable message: {printable(reason, 300)}")
+
+
+class RabbitDelivery(_Message):
+    """A delivered envelope; see :class:`Delivery`."""
+
+    __slots__ = ("_envelope", "_redelivered")
+
+    def __init__(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        envelope: Envelope,
+        *,
+        body: bytes,
+        message_id: str | None = None,
+        redelivered: bool = False,
+    ) -> None:
+        super().__init__(sub, channel, tag, body, message_id)
+        self._envelope = envelope
+        self._redelivered = redelivered
+
+    @property
+    def envelope(self) -> Envelope:
+        """See :class:`Delivery`."""
+        return self._envelope
+
+    @property
+    def redelivered(self) -> bool:
+        """See :class:`Delivery`: the AMQP ``redelivered`` flag."""
+        return self._redelivered
+
+    def ack(self) -> None:
+        """See :class:`Delivery`."""
+        self._claim()
+        self._on_channel(lambda ch: ch.basic_ack(self._tag))
+
+    def dead_letter(self, reason: str) -> None:
+        """See :class:`Delivery`."""
+        self._claim()
+        self._replace(
+            lambda: self._sub.backend.publish_dead_letter(self._envelope, reason, queue=self.queue),
+            "dead letter",
+            reason,
+        )
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        """See :class:`Delivery`."""
+        self._claim()
+        self._replace(self._publish(next_envelope, delay), "retry", None)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        """See :class:`Delivery`."""
+        self._claim()
+        self._replace(self._publish(next_envelope, delay), "deferral", None)
+
+    def _publish(self, next_envelope: Envelope, delay: float) -> Callable[[], None]:
+        def publish() -> None:
+            env = next_envelope
+            if env.queue != self.queue:  # routed by where it came from, never by its word
+                env = env.model_copy(update={"queue": self.queue})
+            self._sub.backend.publish(env, delay=delay)
+
+        return publish
+
+    def _replace(self, publish: Callable[[], None], what: str, reason: str | None) -> None:
         # Check the channel first: publishing a replacement for a delivery that will be
         # redelivered anyway would run the job twice.
         self._on_channel(lambda ch: None)
         try:
             publish()
-        except QueueyError:
-            # Not confirmed: give the original back now rather than let it hold a
-            # prefetch slot until the channel closes.
-            with contextlib.suppress(QueueyError):
-                self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True))
-            raise
+        except Exception as exc:
+            # Whatever failed (encoding, routing, a value out of range, the broker), the
+            # original must not stay: giving it back would only bring it straight back.
+            failure = f"could not publish the {what}: {safe_describe(exc)}"
+            self._poison(f"{reason}; {failure}" if reason else failure, failure)
+            return
         self._on_channel(lambda ch: ch.basic_ack(self._tag))
+
+
+def safe_describe(exc: BaseException) -> str:
+    """``Type: message`` of any exception, as printable ASCII; never raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return printable(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 500)

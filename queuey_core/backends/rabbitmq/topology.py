@@ -12,6 +12,10 @@ routes it to its queue by the words after the bits.
 So any delay from 1 ms to about 795 days works, the number of broker objects is fixed
 whatever delays are used, and a long delay never holds back a short one (each level's
 queue has one TTL, so its head always expires first).
+
+The headers of a dead letter are built here too (:func:`dead_letter_headers`), and only
+here: whatever the reason says, they hold printable ASCII of bounded length and integers
+a signed 64-bit field carries, so a dead letter can always be published.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from queuey_core import limits
+from queuey_core.backends import base
 from queuey_core.queues import QueueConfig, QueueKind
 
-#: Levels of the ladder: delays up to 2**36 - 1 ms (about 795 days).
-DELAY_LEVELS = 36
-MAX_DELAY_MS = 2**DELAY_LEVELS - 1
+#: Levels of the ladder, and the longest delay it holds (2**36 - 1 ms, about 795 days):
+#: limits of the wire, kept in :mod:`queuey_core.limits` where every entry point checks.
+DELAY_LEVELS = limits.DELAY_LEVELS
+MAX_DELAY_MS = limits.MAX_DELAY_MS
 DELIVER_EXCHANGE = "queuey.delay.deliver"
 
 #: Headers a dead letter carries.
@@ -31,6 +38,8 @@ REASON_HEADER = "x-queuey-reason"
 DEAD_AT_HEADER = "x-queuey-dead-at"
 ATTEMPT_HEADER = "x-queuey-attempt"
 QUEUE_HEADER = "x-queuey-queue"
+#: Longest reason a dead letter carries, in (ASCII) characters.
+MAX_REASON = 2000
 
 
 def delay_name(level: int) -> str:
@@ -93,6 +102,29 @@ def queue_arguments(config: QueueConfig) -> dict[str, Any]:
     if config.max_priority is not None and config.kind is QueueKind.CLASSIC:
         args["x-max-priority"] = config.max_priority
     return args
+
+
+def dead_letter_name(queue: str) -> str:
+    """The dead-letter queue of ``queue``."""
+    return f"{queue}.dlq"
+
+
+def dead_letter_headers(
+    reason: str, *, queue: str, dead_at: int, attempt: int | None = None
+) -> dict[str, Any]:
+    """The headers of a dead letter: the one place they are built.
+
+    ``attempt`` is left out when it is not known (a body that is not an envelope) or
+    not a number a header can carry.
+    """
+    headers: dict[str, Any] = {
+        REASON_HEADER: base.printable(reason, MAX_REASON),
+        DEAD_AT_HEADER: dead_at,
+        QUEUE_HEADER: base.printable(queue, 255),
+    }
+    if attempt is not None and 0 <= attempt < 2**31:
+        headers[ATTEMPT_HEADER] = attempt
+    return headers
 
 
 def dead_letter_queue_arguments() -> dict[str, Any]:

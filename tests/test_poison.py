@@ -340,6 +340,7 @@ def test_undecodable_dead_letters_are_listed_deleted_by_handle_and_never_requeue
     running = start(Worker(h.backend, h.queues, [Handler(Greet, lambda j, c: None)]), h)
     inject(h, ALPHA, b"garbage with an id", message_id="m-1")
     inject(h, ALPHA, b"\x00garbage without one")
+    h.wait_for(lambda: len(everything_dead(h.backend, ALPHA)) == 2)
     inject(h, ALPHA, json.dumps(envelope_dict(job_type="test.unknown")).encode())
     h.wait_for(lambda: len(everything_dead(h.backend, ALPHA)) == 3)
     running.stop()

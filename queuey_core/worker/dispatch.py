@@ -215,7 +215,10 @@ class Dispatcher:
         except Exception as exc:
             # The retry or deferral cannot even be built: the job is not lost, it is
             # dead-lettered with the reason, and the settle path never sees the bad value.
-            reason = f"{_kind_word(outcome)} could not be scheduled: {describe(exc)}"
+            reason = (
+                f"{_kind_word(outcome)} could not be scheduled: {describe(exc)} "
+                f"({_kind_cause(outcome)}: {outcome.error})"
+            )
             logger.error("%s; dead-lettering", reason, extra=fields)
             operation, args = delivery.dead_letter, (reason,)
         self._settle(operation, args, fields)
@@ -320,6 +323,10 @@ def _kind_word(outcome: Outcome) -> str:
     return {Kind.DEFERRED: "the deferral", Kind.RETRYABLE: "the retry"}.get(
         outcome.kind, "the settle"
     )
+
+
+def _kind_cause(outcome: Outcome) -> str:
+    return "it deferred" if outcome.kind is Kind.DEFERRED else "it failed"
 
 
 def _safe(read: Callable[[], str]) -> str:

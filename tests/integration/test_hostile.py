@@ -263,6 +263,10 @@ def runs_to_success(body: bytes) -> bool:
     return env.queue == QNAME and env.job_type == Work.NAME
 
 
+# Links of earlier tests' backends may still be recovering in the background (test_cli
+# deletes its vhost under them): tenacity's jitter then draws from `random` while
+# hypothesis generates, which it reports, although nothing here uses it.
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
 def test_whatever_is_published_into_a_queue_ends_settled_and_the_worker_keeps_serving(
     queues: QueueSet, rabbit: RabbitMQBackend, lost_connections: list[logging.LogRecord]
 ) -> None:
@@ -338,12 +342,14 @@ def test_the_messages_of_the_issue_settle_at_once_without_losing_a_connection(
     assert ready(rabbit) == 0
     assert running.handle.settle_failures() == 0
     assert lost_connections == []
-    reasons = [props.headers[topology.REASON_HEADER] for props, _ in raw_dead_letters()]
-    assert "envelope queue 'undeclared.queue' is not the queue" in reasons[0]
-    assert reasons[1].startswith("not a queuey envelope: job_type: longer than 255")
-    assert all(r.startswith("not a queuey envelope: attempt:") for r in reasons[2:])
-    bodies = [body for _, body in raw_dead_letters()]
-    assert json.loads(bodies[1]) == hostile[1], "the body is kept as it was published"
+    # The undecodable ones go by the dead-letterer, the other by a job thread: any order.
+    dead_letters = raw_dead_letters()
+    reasons = sorted(props.headers[topology.REASON_HEADER] for props, _ in dead_letters)
+    assert reasons[0].startswith("envelope queue 'undeclared.queue' is not the queue")
+    assert all(r.startswith("not a queuey envelope: attempt: ") for r in reasons[1:9])
+    assert reasons[9].startswith("not a queuey envelope: job_type: longer than 255")
+    bodies = [json.loads(body) for _, body in dead_letters]
+    assert hostile[1] in bodies, "the body is kept as it was published"
 
 
 def test_an_unencodable_handler_error_is_dead_lettered_and_the_publisher_survives(

@@ -13,6 +13,10 @@ import pika
 
 from tests.harness import AMQP_URL
 
+#: The virtual host the tests run in (from ``QUEUEY_TEST_AMQP_URL``): rabbitmqctl's
+#: listings and connection closes are scoped to it, never to other people's.
+VHOST = pika.URLParameters(AMQP_URL).virtual_host
+
 
 def rabbitmqctl(*args: str) -> str:
     """Run rabbitmqctl and return what it printed."""
@@ -24,7 +28,7 @@ def rabbitmqctl(*args: str) -> str:
 
 def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
     """``rabbitmqctl list_<kind>`` as a list of dicts."""
-    out = rabbitmqctl(f"list_{kind}", "--formatter", "json", *fields)
+    out = rabbitmqctl(f"list_{kind}", "-p", VHOST, "--formatter", "json", *fields)
     rows: list[dict[str, Any]] = json.loads(out)
     for row in rows:
         # Arguments come as [name, type, value] triples.

@@ -28,7 +28,8 @@ from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
 
-VHOST = "queuey-cli-test"
+# One per test process: worktrees that run this suite at the same time share the broker.
+VHOST = f"queuey-cli-test-{os.getpid()}"
 URL = f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
 CONFIG = f"""
 [broker]

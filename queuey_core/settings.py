@@ -98,6 +98,7 @@ class BrokerSettings(_Section):
     heartbeat: int = Field(default=30, ge=0)
     connect_timeout: Duration = 5.0
     recovery_timeout: Duration = 60.0
+    publish_timeout: Duration = 30.0
 
 
 class WorkerSettings(_Section):

@@ -28,7 +28,7 @@ from queuey_core.errors import (
 )
 from queuey_core.handlers import Handler, JobHandler, handler
 from queuey_core.jobs import Job
-from queuey_core.producer import Producer
+from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
 from queuey_core.worker import Worker, WorkerHandle
@@ -81,4 +81,5 @@ __all__ = [
     "WorkerHandle",
     "__version__",
     "handler",
+    "job_id_for",
 ]

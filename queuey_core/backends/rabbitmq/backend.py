@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NoReturn, TypeVar
 
@@ -167,8 +167,9 @@ class RabbitMQBackend:
             return
         deadline = self._deadline()
         routes = [self._route(envelope.queue, delay) for envelope, delay in items]
-        placeholders = [Pub("", "", b"", None, envelope.job_id) for envelope, _ in items]
-        link = self._handing_to_link(placeholders, deadline)
+        link = self._handing_to_link(
+            lambda: [Pub("", "", b"", None, envelope.job_id) for envelope, _ in items], deadline
+        )
         pubs: list[Pub] = []
         # Hand them over in chunks as they are encoded, so encoding overlaps the broker's
         # confirms; wait for every confirm only at the end.
@@ -331,7 +332,7 @@ class RabbitMQBackend:
         """Publish ``pubs`` and wait for their confirms, all under one deadline."""
         deadline = self._deadline()
         if self.is_closed():
-            self._handing_to_link(pubs, deadline)  # raises
+            self._handing_to_link(lambda: pubs, deadline)  # raises
         if len(pubs) == 1 and self._direct_is_worth_it():
             try:
                 how = self._direct.try_publish(pubs[0], deadline)
@@ -342,7 +343,7 @@ class RabbitMQBackend:
                 return
             # Not sent, or sent and lost with its connection: the link (re)publishes it.
             pubs[0].sent = how is Direct.LOST
-        link = self._handing_to_link(pubs, deadline)
+        link = self._handing_to_link(lambda: pubs, deadline)
         try:
             link.publish(pubs)
         except BackendError as exc:
@@ -358,14 +359,15 @@ class RabbitMQBackend:
         link = self._publisher
         return link is None or (link.is_up and not link.blocked)
 
-    def _handing_to_link(self, pubs: list[Pub], deadline: Deadline) -> PublisherLink:
-        """The publisher link, watched by ``deadline``; a closed backend sends nothing."""
+    def _handing_to_link(self, pubs: Callable[[], list[Pub]], deadline: Deadline) -> PublisherLink:
+        """The publisher link, watched by ``deadline``; on a closed backend, raise for
+        the messages ``pubs`` gives (none was sent)."""
         try:
             link = self._publisher_link()
         except BackendError as exc:
             never = NotEnqueuedError(str(exc), reason=PublishFailure.CLOSED)
             lost = EnqueueUnknownError(str(exc), reason=PublishFailure.CLOSED)
-            raise_for(pubs, lambda pub: lost if pub.sent else never)
+            raise_for(pubs(), lambda pub: lost if pub.sent else never)
         deadline.watch(link)
         return link
 

@@ -59,8 +59,8 @@ class Deadline:
         """How long to wait next; None once the deadline has passed."""
         now = time.monotonic()
         end = min(self.budget_end + self.unreachable_for(), self.hard_end)
-        if now >= end:
-            return None
+        if now >= end or (self._link is not None and self._link.is_dead):
+            return None  # a dead link resolves nothing more
         if self._link is not None and not self._link.is_up:
             return min(end - now, _POLL_WHILE_DOWN)
         return end - now
@@ -162,6 +162,14 @@ def _late(
     link: PublisherLink, deadline: Deadline, where: str
 ) -> tuple[NotEnqueuedError, EnqueueUnknownError]:
     """The errors of the messages still unresolved at the deadline: (never sent, sent)."""
+    if link.is_dead:  # it failed what it held; these never reached it
+        death = link.death
+        reason = PublishFailure.UNREACHABLE if death else PublishFailure.CLOSED
+        what = str(death) if death else "the RabbitMQ backend was closed"
+        return (
+            NotEnqueuedError(f"{what}: not sent", reason=reason),
+            EnqueueUnknownError(what, reason=reason),
+        )
     t = deadline.publish_timeout
     down = deadline.unreachable_for()
     after = f" (and {down:.0f}s unreachable)" if down >= 1 else ""

@@ -24,7 +24,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.confirms import Deadline
 from queuey_core.backends.rabbitmq.errors import describe
-from queuey_core.backends.rabbitmq.publisher import Pub
+from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub
 from queuey_core.errors import (
     EnqueueUnknownError,
     NotEnqueuedError,
@@ -115,6 +115,15 @@ class DirectPublisher:
             ) from exc
         except pika.exceptions.NackError as exc:
             raise NotEnqueuedError("RabbitMQ refused the message (nack)") from exc
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            # It refused this publish (no such exchange, say) and closed the channel.
+            self._channel = None
+            if exc.reply_code in REFUSALS:
+                raise NotEnqueuedError(
+                    f"RabbitMQ refused the message: {exc.reply_code} {exc.reply_text}"
+                ) from exc
+            self._drop()
+            return Direct.LOST
         except _DeadlinePassed:
             blocked = self._blocked
             self._drop()
@@ -144,6 +153,7 @@ class DirectPublisher:
                 self._blocked = False
                 # Called by pika as soon as the frame arrives, even inside a publish.
                 self._conn._impl.add_on_connection_blocked_callback(self._on_blocked)
+                self._conn._impl.add_on_connection_unblocked_callback(self._on_unblocked)
                 self._channel = self._conn.channel()
                 self._channel.confirm_delivery()
             except (pika.exceptions.AMQPError, OSError):
@@ -153,6 +163,9 @@ class DirectPublisher:
 
     def _on_blocked(self, conn: Any, frame: Any) -> None:
         self._blocked = True
+
+    def _on_unblocked(self, conn: Any, frame: Any) -> None:
+        self._blocked = False
 
     def _drop(self) -> None:
         conn, self._conn, self._channel = self._conn, None, None

@@ -196,6 +196,11 @@ class Link:
         return self._down_since is None
 
     @property
+    def death(self) -> BackendError | None:
+        """Why recovery gave up, once it has (None while it has not, or when closed)."""
+        return self._dead
+
+    @property
     def is_dead(self) -> bool:
         """Whether recovery gave up (or the link was closed)."""
         return self._dead is not None or self._closing

@@ -37,7 +37,7 @@ from queuey_core.errors import (
 
 #: Channel-closing replies that refuse the publish that caused them (no such exchange,
 #: access refused, precondition failed such as a message too large).
-_REFUSALS = {403, 404, 406}
+REFUSALS = {403, 404, 406}
 
 
 class Pub:
@@ -197,7 +197,7 @@ class PublisherLink(Link):
             # again, so tell the senders, and open a fresh channel for what comes next.
             text = f"{reason.reply_code} {reason.reply_text}"
             error: BackendError
-            if len(unconfirmed) == 1 and reason.reply_code in _REFUSALS:
+            if len(unconfirmed) == 1 and reason.reply_code in REFUSALS:
                 error = NotEnqueuedError(f"RabbitMQ refused the message: {text}")
             else:
                 # Which one it refused is not said; the others may have made it.

@@ -5,45 +5,30 @@ was not enqueued (running the command again cannot duplicate it); exit 4, it may
 not be on the broker (run it again with ``--job-id`` set to the printed id, so that a
 duplicate carries the same id).
 
-``--file`` checks every line before anything is sent, then publishes in batches, and
-whatever ends it (success, an error, Ctrl-C or SIGTERM, which stop it between batches)
-prints how many lines were confirmed, are unknown, were refused and were not sent;
-``--failed-to`` writes the lines not confirmed, each with its job id, for a rerun.
+``--file`` is a bulk run that can be resumed: see :mod:`queuey_cli.enqueue_file`.
 """
 
 from __future__ import annotations
 
-import enum
-import hashlib
-import json
-import signal
-import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from queuey_cli.common import cli_errors, state, usage
-from queuey_cli.output import Exit, err, error, out
-from queuey_core import (
-    BackendError,
-    EnqueueUnknownError,
-    Job,
-    NotEnqueuedError,
-    Producer,
-    job_id_for,
+from queuey_cli.enqueue_file import (
+    Line,
+    Run,
+    parse_job,
+    publish_all,
+    rabbit_backend,
+    read_file,
+    report,
 )
+from queuey_cli.output import Exit, error, out
+from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
 from queuey_core.producer import make_envelope
 from queuey_core.settings import Settings, duration
-
-BATCH = 2000
 
 
 @cli_errors
@@ -121,14 +106,14 @@ def enqueue(
 
     if file is not None:
         try:
-            lines = _read_file(file, model, ids_from_lines)
+            lines = read_file(file, model, ids_from_lines)
         except KeyboardInterrupt:
             error(f"{file}: interrupted while reading it: nothing was sent")
             raise typer.Exit(Exit.FORCED) from None
     else:
         assert payload is not None
-        job, data, _ = _parse(payload, model, "payload", id_key=False)
-        lines = [_Line(1, payload, data, job, chosen, chosen is not None)]
+        job, data, _ = parse_job(payload, model, "payload", id_key=False)
+        lines = [Line(1, payload, data, job, chosen, chosen is not None)]
 
     # Check every job before connecting: a bad priority publishes nothing.
     for line in lines:
@@ -137,18 +122,18 @@ def enqueue(
     if file is None:
         _enqueue_one(settings, queue_set, lines[0], seconds, priority)
         return
-    run = _Run(file, lines)
+    run = Run(file, lines)
     try:
-        _publish_all(settings, queue_set, run, seconds, priority)
+        publish_all(settings, queue_set, run, seconds, priority)
     except KeyboardInterrupt:  # a second signal while connecting: nothing was sent
         run.stopped = True
-    raise typer.Exit(_report(run, failed_to))
+    raise typer.Exit(report(run, failed_to))
 
 
 def _enqueue_one(
-    settings: Settings, queue_set: Any, line: _Line, delay: float | None, priority: int | None
+    settings: Settings, queue_set: QueueSet, line: Line, delay: float | None, priority: int | None
 ) -> None:
-    producer = Producer(_backend(settings), queue_set)
+    producer = Producer(rabbit_backend(settings), queue_set)
     try:
         job_id = producer.enqueue(line.job, delay=delay, priority=priority, job_id=line.job_id)
     except EnqueueUnknownError as exc:
@@ -158,258 +143,3 @@ def _enqueue_one(
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
     out.print(str(job_id), highlight=False)
-
-
-# -- --file --------------------------------------------------------------------------
-
-
-class Outcome(enum.Enum):
-    """What became of one line of a --file."""
-
-    CONFIRMED = "confirmed"
-    UNKNOWN = "unknown (may or may not be enqueued)"
-    REFUSED = "refused"
-    NOT_SENT = "not sent"
-
-
-@dataclass(slots=True)
-class _Line:
-    """One job of a --file: where it came from, its id, and what became of it."""
-
-    number: int
-    text: str
-    data: dict[str, Any]
-    job: Job
-    job_id: uuid.UUID | None
-    #: The line names its id itself (a rerun of it as written gives the same id).
-    pinned: bool
-    outcome: Outcome = Outcome.NOT_SENT
-
-
-@dataclass
-class _Run:
-    """How far a --file run got."""
-
-    path: Path
-    lines: list[_Line]
-    republished: int = 0
-    stopped: bool = False  # by a signal
-    seconds: float = 0.0
-
-    def count(self, outcome: Outcome) -> int:
-        return sum(1 for line in self.lines if line.outcome is outcome)
-
-
-def _parse(
-    text: str, model: type[Job], where: str, *, id_key: bool
-) -> tuple[Job, dict[str, Any], uuid.UUID | None]:
-    """The job on a line, the line's JSON object, and the line's ``job_id`` (when
-    ``id_key`` and the model has no field of that name)."""
-    try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise usage(f"{where}: invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise usage(f"{where}: a job is a JSON object, not {type(data).__name__}")
-    key = None
-    payload = data
-    if id_key and "job_id" in data and "job_id" not in model.model_fields:
-        payload = dict(data)
-        raw = payload.pop("job_id")
-        try:
-            if not isinstance(raw, str):
-                raise ValueError(f"a job id is a UUID or a non-empty string, not {raw!r}")
-            key = job_id_for(raw)
-        except ValueError as exc:
-            raise usage(f"{where}: job_id: {exc}") from None
-    try:
-        job = model.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "payload"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise usage(
-            f"{where}: does not fit job type {model.NAME!r}: {loc}: {first['msg']}{more}"
-        ) from None
-    return job, data, key
-
-
-def _read_file(path: Path, model: type[Job], ids_from_lines: bool) -> list[_Line]:
-    try:
-        raw = path.read_bytes()
-        lines = raw.decode("utf-8").splitlines()
-    except OSError as exc:
-        raise usage(f"{path}: cannot read it: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise usage(f"{path}: not UTF-8 text: {exc.reason}") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    parsed = []
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        job, data, key = _parse(text, model, f"{path}:{number}", id_key=True)
-        pinned = key is not None
-        if key is None and ids_from_lines:
-            key = job_id_for(f"queuey --file {digest}:{number}")
-        parsed.append(_Line(number, text, data, job, key, pinned))
-    if not parsed:
-        raise usage(f"{path}: no jobs in it")
-    return parsed
-
-
-def _backend(settings: Settings) -> Any:
-    """A RabbitMQ backend for ``settings``, with its publish timeout."""
-    from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
-
-    broker = settings.broker
-    return RabbitMQBackend(
-        broker.url.get_secret_value(),
-        heartbeat=broker.heartbeat,
-        connect_timeout=broker.connect_timeout,
-        recovery_timeout=broker.recovery_timeout,
-        publish_timeout=broker.publish_timeout,
-    )
-
-
-class _Stop:
-    """SIGINT / SIGTERM while a --file runs: the first stops it after the batch in
-    flight; a second stops it at once (that batch's outcome is then unknown)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        err.print(
-            f"{signal.Signals(signum).name}: stopping after the batch in flight "
-            "(again to stop at once)",
-            highlight=False,
-        )
-
-
-@contextmanager
-def _signals(stop: _Stop) -> Iterator[None]:
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _publish_all(
-    settings: Settings, queue_set: Any, run: _Run, delay: float | None, priority: int | None
-) -> None:
-    started = time.monotonic()
-    # Every line gets its id now, so an outcome can be traced back to its line.
-    for line in run.lines:
-        if line.job_id is None:
-            line.job_id = uuid.uuid4()
-    pending = list(run.lines)
-    stop = _Stop()
-    rabbit: Any = None
-    progress = Progress(
-        TextColumn("enqueue"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-    try:
-        with _signals(stop), progress:
-            rabbit = _backend(settings)
-            producer = Producer(rabbit, queue_set)
-            task = progress.add_task("enqueue", total=len(pending))
-            while pending and not stop.requested:
-                batch, pending = pending[:BATCH], pending[BATCH:]
-                try:
-                    producer.enqueue_many(
-                        [line.job for line in batch],
-                        delay=delay,
-                        priority=priority,
-                        job_ids=[line.job_id for line in batch],
-                    )
-                except (EnqueueUnknownError, NotEnqueuedError) as exc:
-                    _sort(batch, exc)
-                    error(str(exc))
-                    break
-                except KeyboardInterrupt:
-                    for line in batch:
-                        line.outcome = Outcome.UNKNOWN
-                    break
-                for line in batch:
-                    line.outcome = Outcome.CONFIRMED
-                progress.advance(task, len(batch))
-    except BackendError as exc:  # could not connect or declare: nothing was sent
-        error(str(exc))
-    finally:
-        run.stopped = stop.requested
-        run.seconds = time.monotonic() - started
-        if rabbit is not None:
-            run.republished = rabbit.republished
-            rabbit.close()
-
-
-def _sort(batch: list[_Line], exc: EnqueueUnknownError | NotEnqueuedError) -> None:
-    """Each line of a failed batch as the error says (unknown when it does not say)."""
-    unknown, refused, confirmed = set(exc.unknown), set(exc.not_enqueued), set(exc.confirmed)
-    for line in batch:
-        if line.job_id in unknown:
-            line.outcome = Outcome.UNKNOWN
-        elif line.job_id in refused:
-            line.outcome = Outcome.REFUSED
-        elif line.job_id in confirmed:
-            line.outcome = Outcome.CONFIRMED
-        elif isinstance(exc, EnqueueUnknownError):
-            line.outcome = Outcome.UNKNOWN
-        else:
-            line.outcome = Outcome.REFUSED
-
-
-def _report(run: _Run, failed_to: Path | None) -> Exit:
-    """Print how the run went, write --failed-to, and choose the exit code."""
-    total = len(run.lines)
-    left = [line for line in run.lines if line.outcome is not Outcome.CONFIRMED]
-    if not left:
-        err.print(
-            f"enqueued {total} jobs from {run.path} in {run.seconds:.2f}s "
-            f"({total / max(run.seconds, 1e-9):,.0f}/s), every one confirmed by the broker",
-            highlight=False,
-        )
-    else:
-        counts = ", ".join(f"{run.count(o):,} {o.value}" for o in Outcome)
-        err.print(f"{run.path}: {counts}, of {total:,} jobs", highlight=False)
-    if run.republished:
-        err.print(
-            f"{run.republished:,} messages were republished after a lost connection: they "
-            "may be on the queue twice, with the same job id",
-            highlight=False,
-        )
-    if failed_to is not None:
-        _write_failed(failed_to, left)
-        if left:
-            err.print(
-                f"the {len(left):,} jobs not confirmed are in {failed_to}: run again with "
-                f"--file {failed_to} (and the same options)",
-                highlight=False,
-            )
-    if not left:
-        return Exit.OK
-    if run.count(Outcome.UNKNOWN):
-        return Exit.UNKNOWN
-    if run.stopped:
-        return Exit.FORCED
-    return Exit.FAILURE
-
-
-def _write_failed(path: Path, lines: list[_Line]) -> None:
-    """The lines as given, each with the job id it was (or would have been) sent with."""
-    with path.open("w", encoding="utf-8") as fh:
-        for line in lines:
-            if line.pinned or "job_id" in line.data:
-                fh.write(line.text + "\n")
-            else:
-                fh.write(json.dumps({"job_id": str(line.job_id), **line.data}) + "\n")

@@ -66,11 +66,19 @@ def job_ids_on(node: OwnNode, queue: str) -> list[uuid.UUID]:
     try:
         ch = conn.channel()
         ids: list[uuid.UUID] = []
-        while True:
-            method, props, _ = ch.basic_get(queue, auto_ack=True)
+        left = int(ch.queue_declare(queue, passive=True).method.message_count)
+        if left == 0:
+            return ids
+        ch.basic_qos(prefetch_count=1000)
+        for method, props, _ in ch.consume(queue, auto_ack=True, inactivity_timeout=2):
             if method is None:
-                return ids
+                break
             ids.append(uuid.UUID(props.message_id))
+            left -= 1
+            if left == 0:
+                break
+        ch.cancel()
+        return ids
     finally:
         conn.close()
 

@@ -2,9 +2,10 @@
 
 The shared broker on 5672 serves everyone on this machine: it is never stopped or
 alarmed. Tests that need a broker to go away or to block publishers get ``prod1@localhost``
-on port 5691 (distribution 25691), a node with its own config, data and logs in a folder
-under /tmp owned by ``rabbitmq`` (the server drops to that user). See
-/work/shared/RABBITMQ.md, "More RabbitMQ nodes on one machine".
+on the first free port of 5691-5694 (distribution: of 25691-25694), a node with its own
+config, data and logs in a folder under /tmp owned by ``rabbitmq`` (the server drops to
+that user). A port is checked free before the node starts, so a test never talks to
+somebody else's node. See /work/shared/RABBITMQ.md, "More RabbitMQ nodes on one machine".
 
 The node is stopped when the fixture ends, whatever happened in the tests; a node left
 running by a killed test run is stopped before a new one starts.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,9 +26,21 @@ import pika.exceptions
 import pytest
 
 NODE = "prod1@localhost"
-AMQP_PORT = 5691
-DIST_PORT = 25691
+AMQP_PORTS = range(5691, 5695)
+DIST_PORTS = range(25691, 25695)
 BASE = Path("/tmp/queuey-prod1")
+
+
+def free_port(candidates: range) -> int:
+    """The first of ``candidates`` nothing listens on (127.0.0.1)."""
+    for port in candidates:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {candidates.start}-{candidates.stop - 1}")
 
 
 class OwnNode:
@@ -34,7 +48,8 @@ class OwnNode:
 
     def __init__(self, base: Path = BASE) -> None:
         self.base = base
-        self.url = f"amqp://guest:guest@127.0.0.1:{AMQP_PORT}/%2F"
+        self.port = 0
+        self.url = ""  # known once started
         self._alarmed = False
 
     def ctl(self, *args: str, timeout: float = 60) -> str:
@@ -59,15 +74,17 @@ class OwnNode:
         """Start the node from an empty folder and wait until it takes connections."""
         if self.is_running():
             self.stop()
+        self.port, dist = free_port(AMQP_PORTS), free_port(DIST_PORTS)
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
         shutil.rmtree(self.base, ignore_errors=True)
         self.base.mkdir(parents=True)
-        (self.base / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{AMQP_PORT}\n")
+        (self.base / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
         (self.base / "enabled_plugins").write_text("[].\n")
         subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(self.base)], check=True)
         env = {
             **os.environ,
             "RABBITMQ_NODENAME": NODE,
-            "RABBITMQ_DIST_PORT": str(DIST_PORT),
+            "RABBITMQ_DIST_PORT": str(dist),
             "RABBITMQ_CONFIG_FILE": str(self.base / "rabbitmq.conf"),
             "RABBITMQ_MNESIA_BASE": str(self.base / "mnesia"),
             "RABBITMQ_LOG_BASE": str(self.base / "log"),

@@ -107,7 +107,7 @@ def test_an_enqueue_under_a_memory_alarm_is_unknown_within_publish_timeout(
     assert "within 3s" in str(error)
     assert "may or may not be enqueued" in str(error)
     assert error.unknown == (job_id_for("alarm-1"),)
-    assert 2.9 <= took <= 3.5, f"took {took:.2f}s for a publish_timeout of 3s"
+    assert 2.9 <= took <= 4, f"took {took:.2f}s for a publish_timeout of 3s"
 
     node.clear_alarm()
     wait_for(lambda: ready(node) == 1, timeout=10)

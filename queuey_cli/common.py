@@ -79,4 +79,5 @@ def backend(settings: Settings) -> Any:
         heartbeat=settings.broker.heartbeat,
         connect_timeout=settings.broker.connect_timeout,
         recovery_timeout=settings.broker.recovery_timeout,
+        publish_timeout=settings.broker.publish_timeout,
     )

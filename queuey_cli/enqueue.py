@@ -1,24 +1,34 @@
-"""``queuey enqueue``: validate against the job's model, then publish (all or nothing)."""
+"""``queuey enqueue``: validate against the job's model, then publish.
+
+One job prints its id. A failure says which of two things happened: exit 1, the job
+was not enqueued (running the command again cannot duplicate it); exit 4, it may or may
+not be on the broker (run it again with ``--job-id`` set to the printed id, so that a
+duplicate carries the same id).
+
+``--file`` is a bulk run that can be resumed: see :mod:`queuey_cli.enqueue_file`.
+"""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.output import err, say
-from queuey_core import Job, Producer
+from queuey_cli.enqueue_file import (
+    Line,
+    Run,
+    parse_job,
+    publish_all,
+    read_file,
+    report,
+)
+from queuey_cli.output import Exit, error, say
+from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
 from queuey_core.limits import check_delay
 from queuey_core.producer import make_envelope
-from queuey_core.settings import duration
-
-BATCH = 2000
+from queuey_core.settings import Settings, duration
 
 
 @cli_errors
@@ -32,14 +42,47 @@ def enqueue(
     priority: Annotated[
         int | None, typer.Option(help="Priority (queue's maximum at most).")
     ] = None,
+    job_id: Annotated[
+        str | None,
+        typer.Option(
+            "--job-id",
+            help="The job's id: a UUID, or any string (the same string always gives the "
+            "same id). Default: a random one.",
+        ),
+    ] = None,
     file: Annotated[
         Path | None,
-        typer.Option(help="Enqueue every line of a JSON-lines file.", exists=False, dir_okay=False),
+        typer.Option(
+            help='Enqueue every line of a JSON-lines file (a "job_id" key in a line sets its id).',
+            exists=False,
+            dir_okay=False,
+        ),
     ] = None,
+    failed_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--failed-to",
+            help="With --file: write the lines not confirmed here (with their job ids), "
+            "to run again.",
+            dir_okay=False,
+        ),
+    ] = None,
+    ids_from_lines: Annotated[
+        bool,
+        typer.Option(
+            "--ids-from-lines",
+            help="With --file: a line without a job_id gets one made from the file's "
+            "content and the line number, so running the same file again repeats the ids.",
+        ),
+    ] = False,
 ) -> None:
     """Enqueue one job (prints its id), or every line of --file."""
     if (payload is None) == (file is None):
         raise usage("give either a JSON payload or --file, not both and not neither")
+    if file is None and (failed_to is not None or ids_from_lines):
+        raise usage("--failed-to and --ids-from-lines go with --file")
+    if file is not None and job_id is not None:
+        raise usage('--job-id is for one job; with --file, give each line a "job_id"')
     seconds = None
     if delay is not None:
         try:
@@ -50,6 +93,12 @@ def enqueue(
             check_delay(seconds, "--delay")
         except ValueError as exc:
             raise usage(str(exc)) from None
+    chosen = None
+    if job_id is not None:
+        try:
+            chosen = job_id_for(job_id)
+        except ValueError as exc:
+            raise usage(f"--job-id: {exc}") from None
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()
@@ -60,81 +109,41 @@ def enqueue(
         raise usage(f"unknown job type {job_type!r} (known: {known})")
 
     if file is not None:
-        jobs = _read_file(file, model)
+        try:
+            lines = read_file(file, model, ids_from_lines)
+        except KeyboardInterrupt:
+            error(f"{file}: interrupted while reading it: nothing was sent")
+            raise typer.Exit(Exit.FORCED) from None
     else:
         assert payload is not None
-        jobs = [_parse(payload, model, "payload")]
+        job, data, _ = parse_job(payload, model, "payload", id_key=False)
+        lines = [Line(1, payload, data, job, chosen, chosen is not None)]
 
     # Check every job before connecting: a bad priority publishes nothing.
-    for job in jobs:
-        make_envelope(job, queue_set, priority=priority, enqueued_at=0)
+    for line in lines:
+        make_envelope(line.job, queue_set, priority=priority, enqueued_at=0)
 
-    producer = Producer(backend(settings), queue_set)
     if file is None:
-        job_id = producer.enqueue(jobs[0], delay=seconds, priority=priority)
-        say(job_id)
+        _enqueue_one(settings, queue_set, lines[0], seconds, priority)
         return
-    _publish_all(producer, jobs, seconds, priority, file)
-
-
-def _parse(text: str, model: type[Job], where: str) -> Job:
+    run = Run(file, lines)
     try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise usage(f"{where}: invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise usage(f"{where}: a job is a JSON object, not {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        key = ".".join(str(p) for p in first["loc"]) or "payload"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise usage(
-            f"{where}: does not fit job type {model.NAME!r}: {key}: {first['msg']}{more}"
-        ) from None
+        publish_all(settings, queue_set, run, seconds, priority)
+    except KeyboardInterrupt:  # a second signal while connecting: nothing was sent
+        run.stopped = True
+    raise typer.Exit(report(run, failed_to))
 
 
-def _read_file(path: Path, model: type[Job]) -> list[Job]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except IsADirectoryError:
-        raise usage(f"{path}: is a directory, not a file of jobs") from None
-    except OSError as exc:
-        raise usage(f"{path}: cannot read it: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise usage(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    jobs = [
-        _parse(line, model, f"{path}:{number}")
-        for number, line in enumerate(lines, 1)
-        if line.strip()
-    ]
-    if not jobs:
-        raise usage(f"{path}: no jobs in it")
-    return jobs
-
-
-def _publish_all(
-    producer: Producer, jobs: list[Job], delay: float | None, priority: int | None, path: Path
+def _enqueue_one(
+    settings: Settings, queue_set: QueueSet, line: Line, delay: float | None, priority: int | None
 ) -> None:
-    started = time.monotonic()
-    progress = Progress(
-        TextColumn("enqueue"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("enqueue", total=len(jobs))
-        for start in range(0, len(jobs), BATCH):
-            batch = jobs[start : start + BATCH]
-            producer.enqueue_many(batch, delay=delay, priority=priority)
-            progress.advance(task, len(batch))
-    took = time.monotonic() - started
-    say(
-        f"enqueued {len(jobs)} jobs from {path} in {took:.2f}s "
-        f"({len(jobs) / max(took, 1e-9):,.0f}/s), every one confirmed by the broker",
-        to=err,
-    )
+    producer = Producer(backend(settings), queue_set)
+    try:
+        job_id = producer.enqueue(line.job, delay=delay, priority=priority, job_id=line.job_id)
+    except EnqueueUnknownError as exc:
+        error(str(exc))
+        raise typer.Exit(Exit.UNKNOWN) from None
+    except NotEnqueuedError as exc:
+        error(str(exc))
+        raise typer.Exit(Exit.FAILURE) from None
+    say(job_id)

@@ -38,6 +38,7 @@ class Exit(IntEnum):
     FAILURE = 1  # the broker refused or could not be reached
     USAGE = 2  # bad input: arguments, payloads, configuration
     BROKER_LOST = 3  # a worker lost the broker and could not recover
+    UNKNOWN = 4  # an enqueue may or may not have reached the broker
     FORCED = 130  # a second signal, or the shutdown timeout: stopped at once
 
 

@@ -21,10 +21,13 @@ from queuey_core.errors import (
     DecodeError,
     Deferred,
     DuplicateHandlerError,
+    EnqueueUnknownError,
     Fatal,
     InvalidPriorityError,
     JobError,
     JobTimeout,
+    NotEnqueuedError,
+    PublishFailure,
     QueueyError,
     Retryable,
     UnknownQueueError,
@@ -32,7 +35,7 @@ from queuey_core.errors import (
 )
 from queuey_core.handlers import Handler, JobHandler, handler
 from queuey_core.jobs import Job
-from queuey_core.producer import Producer
+from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
 from queuey_core.worker import Worker, WorkerHandle
@@ -53,6 +56,7 @@ __all__ = [
     "Deferred",
     "Delivery",
     "DuplicateHandlerError",
+    "EnqueueUnknownError",
     "Envelope",
     "Fatal",
     "GiveUp",
@@ -65,7 +69,9 @@ __all__ = [
     "JobTimeout",
     "ManualClock",
     "MemoryBackend",
+    "NotEnqueuedError",
     "Producer",
+    "PublishFailure",
     "QueueConfig",
     "QueueKind",
     "QueueSet",
@@ -83,4 +89,5 @@ __all__ = [
     "WorkerHandle",
     "__version__",
     "handler",
+    "job_id_for",
 ]

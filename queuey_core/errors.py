@@ -9,7 +9,11 @@
     │   └── DuplicateHandlerError     two handlers for one job type
     ├── DecodeError                   bytes or a payload that are not a valid envelope / job
     ├── BackendError                  the broker refused, or could not be reached
-    │   ├── UnroutableError           a publish the broker could not route or refused
+    │   ├── NotEnqueuedError          a publish that is surely not on the broker (refused,
+    │   │   │                         nacked, unencodable, never sent): a retry is safe
+    │   │   └── UnroutableError       a publish the broker could not route
+    │   ├── EnqueueUnknownError       a publish that may or may not be on the broker (no
+    │   │                             confirm in time, connection lost): a retry may duplicate
     │   └── ConsumerStoppedError      a consumer ended without being asked to
 
     JobError                          control-flow signals a handler raises (not failures
@@ -25,6 +29,10 @@ Any other exception escaping a handler is treated like ``Retryable``.
 """
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from enum import StrEnum
 
 from queuey_core.limits import check_delay
 
@@ -79,8 +87,87 @@ class BackendError(QueueyError):
     """The broker refused an operation or could not be reached."""
 
 
-class UnroutableError(BackendError):
-    """The broker could not route a publish (no such queue) or refused it."""
+class PublishFailure(StrEnum):
+    """Why a publish was not confirmed: what actually happened, for messages and metrics."""
+
+    UNREACHABLE = "unreachable"  # the broker could not be reached (for recovery_timeout)
+    LOST = "lost"  # the connection died with the message unconfirmed, not republished
+    BLOCKED = "blocked"  # the broker blocks publishers (memory or disk alarm)
+    NO_CONFIRM = "no confirm"  # the broker was up and did not confirm in publish_timeout
+    REFUSED = "refused"  # the broker nacked it or closed the channel on it
+    UNROUTABLE = "unroutable"  # no queue for its routing key
+    UNENCODABLE = "unencodable"  # it could not be encoded into AMQP frames
+    CLOSED = "closed"  # the backend was closed
+
+
+class _PublishError(BackendError):
+    """What a failed publish of one or many jobs knows about each job id.
+
+    ``confirmed`` jobs are on the broker, ``not_enqueued`` ones surely are not, and
+    ``unknown`` ones may or may not be. A single ``enqueue()`` has one id in one of the
+    last two; a batch may have some of each.
+    """
+
+    default_reason = PublishFailure.REFUSED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: PublishFailure | None = None,
+        confirmed: Iterable[uuid.UUID] = (),
+        not_enqueued: Iterable[uuid.UUID] = (),
+        unknown: Iterable[uuid.UUID] = (),
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason or self.default_reason
+        self.with_jobs(confirmed=confirmed, not_enqueued=not_enqueued, unknown=unknown)
+
+    def with_jobs(
+        self,
+        *,
+        confirmed: Iterable[uuid.UUID] = (),
+        not_enqueued: Iterable[uuid.UUID] = (),
+        unknown: Iterable[uuid.UUID] = (),
+    ) -> None:
+        """Say which jobs this is about (the producer fills in what a backend left out)."""
+        self.confirmed: tuple[uuid.UUID, ...] = tuple(confirmed)
+        self.not_enqueued: tuple[uuid.UUID, ...] = tuple(not_enqueued)
+        self.unknown: tuple[uuid.UUID, ...] = tuple(unknown)
+
+    @property
+    def job_ids(self) -> tuple[uuid.UUID, ...]:
+        """The jobs not confirmed: ``unknown`` ones, then ``not_enqueued`` ones."""
+        return self.unknown + self.not_enqueued
+
+
+class NotEnqueuedError(_PublishError):
+    """The job was not enqueued: the broker refused it (nack, closed channel), could not
+    route it, it could not be encoded, or it was never sent (unreachable broker, blocked
+    publishers, closed backend). Publishing it again cannot make a duplicate.
+
+    In a batch, ``not_enqueued`` lists those jobs, and ``confirmed`` the ones that made
+    it; ``unknown`` is empty (otherwise the error is an :class:`EnqueueUnknownError`).
+    """
+
+
+class UnroutableError(NotEnqueuedError):
+    """The broker could not route a publish (no such queue)."""
+
+    default_reason = PublishFailure.UNROUTABLE
+
+
+class EnqueueUnknownError(_PublishError):
+    """The job may or may not be on the broker: it was sent, and no confirm came back in
+    time (publishers blocked by an alarm, no answer within ``publish_timeout``), or the
+    connection died with it unconfirmed and it could not be republished in time.
+
+    Publishing it again may make a duplicate: give jobs a caller-chosen ``job_id`` so a
+    duplicate carries the same id. In a batch, ``unknown`` lists those jobs (and
+    ``not_enqueued`` / ``confirmed`` the others).
+    """
+
+    default_reason = PublishFailure.NO_CONFIRM
 
 
 class ConsumerStoppedError(BackendError):

@@ -1,16 +1,59 @@
-"""The producer: validates jobs against the queue set and publishes their envelopes."""
+"""The producer: validates jobs against the queue set and publishes their envelopes.
+
+What an ``enqueue`` call can end with, and what each means for the job:
+
+* it returns: the broker confirmed the job;
+* :class:`~queuey_core.errors.EnqueueUnknownError`: the job was sent and not confirmed
+  (publishers blocked by an alarm, no confirm within ``publish_timeout``, connection lost
+  and not republished in time): it may or may not be on the broker;
+* any other error: the job was not enqueued (it failed validation, the broker refused or
+  could not route it, or it was never sent), so trying again cannot duplicate it.
+
+A caller who retries after an unknown outcome should choose the job id
+(``job_id=``): the retry then carries the same id as the job that may already be on the
+broker, so a handler can recognise the duplicate.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import Envelope
-from queuey_core.errors import InvalidPriorityError
+from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
 from queuey_core.jobs import Job, job_identity
+from queuey_core.limits import check_delay
 from queuey_core.queues import QueueSet
+
+#: The namespace of job ids made from caller-chosen keys (``uuid.uuid5``); fixed forever,
+#: so a key maps to the same id in every process and every release.
+JOB_ID_NAMESPACE = uuid.UUID("5d8f3f0e-6b1c-4d5e-9a57-0c2f4e8b7a11")
+
+#: A caller-chosen job id: a UUID (used as it is), or any other string (an idempotency
+#: key, turned into a stable UUID by :func:`job_id_for`).
+JobId = uuid.UUID | str
+
+
+def job_id_for(key: JobId) -> uuid.UUID:
+    """The job id of a caller-chosen key: the same key always gives the same id.
+
+    A ``uuid.UUID``, or a string that spells one (``"0b5c...-..."``, as ``enqueue``
+    prints them), is the id itself; any other non-empty string ``s`` gives
+    ``uuid.uuid5(JOB_ID_NAMESPACE, s)``.
+
+    Raises:
+        ValueError: an empty key, or one that is neither a UUID nor a string.
+    """
+    if isinstance(key, uuid.UUID):
+        return key
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError(f"a job id is a UUID or a non-empty string, not {key!r}")
+    try:
+        return uuid.UUID(key)
+    except ValueError:
+        return uuid.uuid5(JOB_ID_NAMESPACE, key)
 
 
 class Producer:
@@ -22,48 +65,114 @@ class Producer:
         self._clock: Clock = clock or SystemClock()
         backend.declare(list(queues.values()))
 
-    def envelope(self, job: Job, *, priority: int | None = None) -> Envelope:
+    def envelope(
+        self, job: Job, *, priority: int | None = None, job_id: JobId | None = None
+    ) -> Envelope:
         """The first-attempt envelope of ``job``; see :func:`make_envelope`."""
         return make_envelope(
-            job, self._queues, priority=priority, enqueued_at=self._clock.wall_ms()
+            job, self._queues, priority=priority, enqueued_at=self._clock.wall_ms(), job_id=job_id
         )
 
     def enqueue(
-        self, job: Job, *, delay: float | None = None, priority: int | None = None
+        self,
+        job: Job,
+        *,
+        delay: float | None = None,
+        priority: int | None = None,
+        job_id: JobId | None = None,
     ) -> uuid.UUID:
-        """Publish one job (after ``delay`` seconds, if given); returns its job id."""
+        """Publish one job (after ``delay`` seconds, if given); returns its job id.
+
+        ``job_id`` chooses the id (see :func:`job_id_for`); by default it is random.
+
+        Raises:
+            EnqueueUnknownError: the job may or may not be on the broker.
+            NotEnqueuedError: the broker refused it, could not route it, or it was never
+                sent. ConfigError and ValueError (bad job, priority, delay or id) too
+                mean nothing was published.
+        """
         _check_delay(delay)
-        env = self.envelope(job, priority=priority)
-        self._backend.publish(env, delay=delay)
+        env = self.envelope(job, priority=priority, job_id=job_id)
+        try:
+            self._backend.publish(env, delay=delay)
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            _attribute(exc, [env.job_id])
+            raise
         return env.job_id
 
     def enqueue_many(
-        self, jobs: Iterable[Job], *, delay: float | None = None, priority: int | None = None
+        self,
+        jobs: Iterable[Job],
+        *,
+        delay: float | None = None,
+        priority: int | None = None,
+        job_ids: Sequence[JobId | None] | None = None,
     ) -> list[uuid.UUID]:
-        """Publish many jobs as one batch; every job is checked before any is published."""
+        """Publish many jobs as one batch; every job is checked before any is published.
+
+        ``job_ids``, if given, holds one id per job (None: a random one). Returns the ids
+        in order.
+
+        Raises:
+            EnqueueUnknownError: some may or may not be on the broker; the error lists
+                the ``confirmed``, ``unknown`` and ``not_enqueued`` job ids.
+            NotEnqueuedError: none is in doubt; ``not_enqueued`` lists those that did not
+                make it, ``confirmed`` those that did.
+        """
         _check_delay(delay)
-        envelopes = [self.envelope(job, priority=priority) for job in jobs]
-        self._backend.publish_many([(env, delay) for env in envelopes])
+        jobs = list(jobs)
+        if job_ids is not None and len(job_ids) != len(jobs):
+            raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
+        ids = job_ids if job_ids is not None else [None] * len(jobs)
+        envelopes = [
+            self.envelope(job, priority=priority, job_id=job_id)
+            for job, job_id in zip(jobs, ids, strict=True)
+        ]
+        try:
+            self._backend.publish_many([(env, delay) for env in envelopes])
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            _attribute(exc, [env.job_id for env in envelopes])
+            raise
         return [env.job_id for env in envelopes]
 
 
 def make_envelope(
-    job: Job, queues: QueueSet, *, priority: int | None = None, enqueued_at: int
+    job: Job,
+    queues: QueueSet,
+    *,
+    priority: int | None = None,
+    enqueued_at: int,
+    job_id: JobId | None = None,
 ) -> Envelope:
     """The first-attempt envelope of ``job``, checked against its queue; no I/O.
 
     Raises:
         UnknownQueueError: the job's queue is not in the queue set.
         InvalidPriorityError: the priority is above what the queue supports.
+        ValueError: ``job_id`` is not a valid job id (see :func:`job_id_for`).
     """
     _, queue_name = job_identity(type(job))
     config = queues[queue_name]
     prio = priority or 0
     if prio < 0 or prio > config.top_priority:
         raise InvalidPriorityError(queue_name, prio, config.max_priority)
-    return Envelope.for_job(job, enqueued_at=enqueued_at, priority=prio)
+    env = Envelope.for_job(job, enqueued_at=enqueued_at, priority=prio)
+    if job_id is not None:
+        env = env.model_copy(update={"job_id": job_id_for(job_id)})
+    return env
+
+
+def _attribute(exc: NotEnqueuedError | EnqueueUnknownError, ids: list[uuid.UUID]) -> None:
+    """Fill in which jobs an error is about, when the backend did not say."""
+    if exc.confirmed or exc.not_enqueued or exc.unknown:
+        return
+    if isinstance(exc, EnqueueUnknownError):
+        exc.with_jobs(unknown=ids)
+    else:
+        exc.with_jobs(not_enqueued=ids)
 
 
 def _check_delay(delay: float | None) -> None:
-    if delay is not None and delay < 0:
-        raise ValueError("a delay cannot be negative")
+    """ValueError for a delay the broker cannot hold, before anything is published."""
+    if delay is not None:
+        check_delay(delay)

@@ -164,6 +164,7 @@ class BrokerSettings(_Section):
     heartbeat: int = Field(default=30, ge=0, le=MAX_UINT16)
     connect_timeout: Timeout = 5.0
     recovery_timeout: Duration = 60.0
+    publish_timeout: Duration = 30.0
 
 
 class WorkerSettings(_Section):

@@ -133,11 +133,17 @@ class Backend(Protocol):
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
         """Publish one envelope to ``envelope.queue``, held for ``delay`` seconds if given.
 
-        Returns once the broker has taken responsibility for it.
+        Returns once the broker has taken responsibility for it. Raises
+        :class:`~queuey_core.errors.NotEnqueuedError` when it is surely not on the broker
+        and :class:`~queuey_core.errors.EnqueueUnknownError` when it may be.
         """
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
-        """Publish many envelopes; returns once the broker has taken all of them."""
+        """Publish many envelopes; returns once the broker has taken all of them.
+
+        Raises like :meth:`publish`, the error listing which job ids were confirmed,
+        which were not enqueued and which are unknown.
+        """
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """Publish ``envelope`` to become ready after ``delay`` seconds, as a deferral."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pika
 import pika.exceptions
@@ -23,14 +23,23 @@ from pika.spec import BasicProperties
 from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Sink
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
+from queuey_core.backends.rabbitmq.confirms import (
+    Deadline,
+    raise_for,
+    settle,
+    wait_for,
+)
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
-from queuey_core.backends.rabbitmq.direct import DirectPublisher
+from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
 from queuey_core.backends.rabbitmq.link import Result
 from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
     BackendError,
     ConfigError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    PublishFailure,
     UnknownQueueError,
     UnroutableError,
 )
@@ -89,7 +98,10 @@ class RabbitMQBackend:
         self._ladder_declared = False
         self._closed = False
         self._admin = Admin(self._params_for("admin"), self.where)
-        self._direct = DirectPublisher(self._params_for("direct publisher"), heartbeat)
+        direct = self._params_for("direct publisher")
+        direct.blocked_connection_timeout = None  # the caller's deadline bounds it
+        self._direct = DirectPublisher(direct, heartbeat)
+        self._republished_before = 0
         self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
 
     @property
@@ -133,27 +145,66 @@ class RabbitMQBackend:
             self._declared[q.name] = q
 
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
-        """See :meth:`Backend.publish`."""
+        """See :meth:`Backend.publish`.
+
+        Raises:
+            NotEnqueuedError: surely not on the broker (refused, unroutable, unencodable,
+                or never sent: unreachable for ``recovery_timeout``, blocked publishers).
+            EnqueueUnknownError: sent, and not confirmed within ``publish_timeout`` of
+                the broker being up, or lost with its connection and not republished
+                before ``recovery_timeout``: it may or may not be on the broker.
+        """
         exchange, routing_key = self._route(envelope.queue, delay)
-        self._send([Pub(exchange, routing_key, envelope.encode(), properties(envelope))])
+        pub = Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
+        self._send([pub])
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
-        """See :meth:`Backend.publish_many`: one batch, a window of confirms."""
+        """See :meth:`Backend.publish_many`: one batch, a window of confirms, one deadline.
+
+        Raises what :meth:`publish` raises, listing which jobs were confirmed, which
+        were not enqueued and which are unknown.
+        """
+        if not items:
+            return
+        deadline = self._deadline()
         routes = [self._route(envelope.queue, delay) for envelope, delay in items]
-        link = self._publisher_link()
+        link = self._handing_to_link(
+            lambda: [Pub("", "", b"", None, envelope.job_id) for envelope, _ in items], deadline
+        )
         pubs: list[Pub] = []
         # Hand them over in chunks as they are encoded, so encoding overlaps the broker's
         # confirms; wait for every confirm only at the end.
         for start in range(0, len(items), _CHUNK):
             chunk = [
-                Pub(exchange, routing_key, envelope.encode(), properties(envelope))
+                Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
                 for (envelope, _), (exchange, routing_key) in zip(
                     items[start : start + _CHUNK], routes[start : start + _CHUNK], strict=True
                 )
             ]
-            link.publish(chunk)
             pubs.extend(chunk)
-        self._wait_all(pubs)
+            try:
+                link.publish(chunk)
+            except BackendError as exc:
+                # The link died (or the backend closed) meanwhile: the rest is not sent.
+                rest = [
+                    Pub(ex, rk, b"", None, env.job_id)
+                    for (env, _), (ex, rk) in zip(
+                        items[start + _CHUNK :], routes[start + _CHUNK :], strict=True
+                    )
+                ]
+                handed = pubs[: len(pubs) - len(chunk)]
+                self._refused_by_link(handed, [*chunk, *rest], exc, deadline, link)
+        wait_for(pubs, deadline, link, self.where)
+
+    @property
+    def republished(self) -> int:
+        """Messages published again after a lost connection, over this backend's life.
+
+        Each may be on the broker twice, with the same job id (duplicates, never losses).
+        """
+        with self._lock:
+            link, before = self._publisher, self._republished_before
+        return before + (link.republished if link is not None else 0)
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
@@ -301,32 +352,83 @@ class RabbitMQBackend:
     # -- internals ---------------------------------------------------------------------
 
     def wait(self, future: Result[T], what: str) -> T:
-        """The future's result, as a BackendError if it takes too long."""
+        """The future's result, as a BackendError if it takes over ``settle_timeout``."""
         try:
-            return future.result(self.publish_timeout)
+            return future.result(self.settle_timeout)
         except FutureTimeout:
             raise BackendError(
-                f"{what}: RabbitMQ did not answer within {self.publish_timeout:g}s"
+                f"{what}: RabbitMQ did not answer within {self.settle_timeout:g}s"
             ) from None
 
-    def _send(self, pubs: list[Pub]) -> None:
-        if self.is_closed():
-            raise BackendError("the RabbitMQ backend is closed")
-        if len(pubs) == 1 and self._direct.try_publish(pubs[0]):
-            return
-        self._publisher_link().publish(pubs)
-        self._wait_all(pubs)
+    def _deadline(self) -> Deadline:
+        return Deadline(self.publish_timeout, self._recovery_timeout)
 
-    def _wait_all(self, pubs: list[Pub]) -> None:
-        deadline = time.monotonic() + self.publish_timeout
-        for pub in pubs:
+    def _send(self, pubs: list[Pub]) -> None:
+        """Publish ``pubs`` and wait for their confirms, all under one deadline."""
+        deadline = self._deadline()
+        if self.is_closed():
+            self._handing_to_link(lambda: pubs, deadline)  # raises
+        if len(pubs) == 1 and self._direct_is_worth_it():
             try:
-                pub.future.result(max(0.0, deadline - time.monotonic()))
-            except FutureTimeout:
-                raise BackendError(
-                    f"RabbitMQ did not confirm a publish within {self.publish_timeout:g}s "
-                    "(is it blocking publishers for lack of memory or disk?)"
-                ) from None
+                how = self._direct.try_publish(pubs[0], deadline)
+            except (NotEnqueuedError, EnqueueUnknownError) as exc:
+                error = exc
+                raise_for(pubs, lambda _pub: error)
+            if how is Direct.CONFIRMED:
+                return
+            # Not sent, or sent and lost with its connection: the link (re)publishes it.
+            pubs[0].sent = how is Direct.LOST
+        link = self._handing_to_link(lambda: pubs, deadline)
+        try:
+            link.publish(pubs)
+        except BackendError as exc:
+            self._refused_by_link([], pubs, exc, deadline, link)
+        wait_for(pubs, deadline, link, self.where)
+
+    def _direct_is_worth_it(self) -> bool:
+        """Whether a lone publish should try the caller's own connection first.
+
+        Not while the publisher link has no connection (the broker is away: the direct
+        connection would fail too, maybe only after a connect timeout) or is blocked.
+        """
+        link = self._publisher
+        return link is None or (link.is_up and not link.blocked)
+
+    def _handing_to_link(self, pubs: Callable[[], list[Pub]], deadline: Deadline) -> PublisherLink:
+        """The publisher link, watched by ``deadline``; on a closed backend, raise for
+        the messages ``pubs`` gives (none was sent)."""
+        try:
+            link = self._publisher_link()
+        except BackendError as exc:
+            never = NotEnqueuedError(str(exc), reason=PublishFailure.CLOSED)
+            lost = EnqueueUnknownError(str(exc), reason=PublishFailure.CLOSED)
+            raise_for(pubs(), lambda pub: lost if pub.sent else never)
+        deadline.watch(link)
+        return link
+
+    def _refused_by_link(
+        self,
+        handed: list[Pub],
+        unsent: list[Pub],
+        error: BackendError,
+        deadline: Deadline,
+        link: PublisherLink,
+    ) -> NoReturn:
+        """Raise for a call whose ``unsent`` messages the link would not take (it died, or
+        the backend closed). It fails everything it held (``handed``) as it goes."""
+        handed_outcome = settle(handed, deadline, link, self.where)
+        reason = PublishFailure.CLOSED if self.is_closed() else PublishFailure.UNREACHABLE
+        never = NotEnqueuedError(str(error), reason=reason)
+        # Sent on the direct connection, lost with it, and now not republished.
+        lost = EnqueueUnknownError(str(error), reason=PublishFailure.LOST)
+        refused = {id(pub) for pub in unsent}
+
+        def outcome(pub: Pub) -> BaseException | None:
+            if id(pub) in refused:
+                return lost if pub.sent else never
+            return handed_outcome(pub)
+
+        raise_for([*handed, *unsent], outcome)
 
     def _route(self, queue: str, delay: float | None) -> tuple[str, str]:
         ms = topology.delay_ms(delay) if delay else 0
@@ -357,8 +459,16 @@ class RabbitMQBackend:
             if self._closed:
                 raise BackendError("the RabbitMQ backend is closed")
             if self._publisher is None or self._publisher.is_dead:
-                self._publisher = PublisherLink(**self._link_args("publisher"))
-                self._publisher.start()
+                if self._publisher is not None:
+                    self._republished_before += self._publisher.republished
+                args = self._link_args("publisher")
+                # The broker was reached when this backend was made: a publisher that
+                # cannot connect is facing an outage, and waits for it as long as a lost
+                # connection would. A blocked connection is held, not torn down: the
+                # caller's deadline bounds the wait (see confirms.Deadline).
+                args["params"].blocked_connection_timeout = None
+                self._publisher = PublisherLink(**args, patient=True)
+                self._publisher.start(wait=False)
             return self._publisher
 
     def _consumer_link(self) -> ConsumerLink:

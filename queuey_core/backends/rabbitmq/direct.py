@@ -1,23 +1,51 @@
 """The direct publisher: one confirmed publish on the caller's own thread.
 
 Owns: a ``BlockingConnection`` that a single ``enqueue()`` uses when nobody else holds
-it, so a lone caller pays no thread hand-off (see :class:`DirectPublisher`).
-Must never: retry or reconnect on its own account beyond one fresh connection; any
-trouble hands the message to the pipelined publisher, which owns recovery.
+it, so a lone caller pays no thread hand-off (see :class:`DirectPublisher`), and the
+caller's deadline on it: a publish not confirmed by then is reported as *unknown* (it
+was sent), never handed on to wait again elsewhere.
+Must never: retry or reconnect on its own account beyond one fresh connection; wait
+past the caller's deadline; report as not enqueued a message it had sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import enum
 import threading
 import time
+from typing import Any
 
 import pika
 import pika.exceptions
+from pika import spec
 from pika.adapters.blocking_connection import BlockingChannel
 
-from queuey_core.backends.rabbitmq.publisher import Pub
-from queuey_core.errors import BackendError, UnroutableError
+from queuey_core.backends.rabbitmq.confirms import Deadline
+from queuey_core.backends.rabbitmq.errors import describe
+from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub
+from queuey_core.errors import (
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    PublishFailure,
+    UnroutableError,
+)
+
+
+class Direct(enum.Enum):
+    """How a direct publish ended, when it did not raise."""
+
+    CONFIRMED = "confirmed"
+    #: Not sent (busy, no connection, no time left): the link should send it.
+    NOT_SENT = "not sent"
+    #: Sent, then the connection died before the confirm: the link should send it
+    #: again (the broker may have it: a duplicate at worst, never a loss).
+    LOST = "lost"
+
+
+class _DeadlinePassed(Exception):
+    """Ends a BlockingConnection's wait for a confirm at the caller's deadline."""
 
 
 class DirectPublisher:
@@ -27,8 +55,13 @@ class DirectPublisher:
     thread switches per confirm (about 1.4x raw pika's confirmed publish, measured).
     Here the caller publishes on a BlockingConnection itself, as raw pika would; it
     takes that connection only when nobody else holds it, so concurrent publishers
-    still pipeline through the link, and any connection trouble also falls back to the
-    link, which owns reconnecting and republishing.
+    still pipeline through the link. A connection that cannot be had, or dies with the
+    message unconfirmed, hands the message to the link, which owns reconnecting and
+    republishing; a broker that is up and does not confirm by the deadline (publishers
+    blocked by an alarm, say) makes the publish *unknown* at the deadline, no later.
+
+    ``params`` should have no ``blocked_connection_timeout``: the caller's deadline
+    bounds every wait here.
     """
 
     def __init__(self, params: pika.ConnectionParameters, heartbeat: int) -> None:
@@ -39,54 +72,100 @@ class DirectPublisher:
         self._lock = threading.Lock()
         self._conn: pika.BlockingConnection | None = None
         self._channel: BlockingChannel | None = None
+        self._blocked = False
         self._last_used = 0.0
 
-    def try_publish(self, pub: Pub) -> bool:
-        """Publish and wait for the confirm; False if the link should do it instead.
+    def try_publish(self, pub: Pub, deadline: Deadline) -> Direct:
+        """Publish and wait for the confirm until the deadline's ``publish_timeout``.
 
         Raises:
-            UnroutableError: the broker could not route it.
-            BackendError: the broker refused it (nack).
+            NotEnqueuedError: the broker refused it (nack), could not route it
+                (UnroutableError), or it cannot be encoded.
+            EnqueueUnknownError: it was sent and not confirmed by the deadline.
         """
         if not self._lock.acquire(blocking=False):
-            return False
+            return Direct.NOT_SENT
         try:
-            channel = self._ready_channel()
-            if channel is None:
-                return False
-            try:
-                channel.basic_publish(
-                    pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True
-                )
-            except pika.exceptions.UnroutableError as exc:
-                raise UnroutableError(
-                    f"RabbitMQ could not route the message to {pub.routing_key!r} "
-                    f"on exchange {pub.exchange!r}"
-                ) from exc
-            except pika.exceptions.NackError as exc:
-                raise BackendError("RabbitMQ refused the message (nack)") from exc
-            except (pika.exceptions.AMQPError, OSError):
-                # Lost on the way: the broker may or may not have it. The link publishes
-                # it again (a duplicate at worst, never a loss).
-                self._drop()
-                return False
-            self._last_used = time.monotonic()
-            return True
+            _check_encodable(pub)
+            channel = self._ready_channel(deadline.budget_end)
+            if channel is None or self._conn is None:
+                return Direct.NOT_SENT
+            return self._publish(self._conn, channel, pub, deadline)
         finally:
             self._lock.release()
 
-    def _ready_channel(self) -> BlockingChannel | None:
+    def _publish(
+        self, conn: pika.BlockingConnection, channel: BlockingChannel, pub: Pub, deadline: Deadline
+    ) -> Direct:
+        # pika's BlockingChannel waits for a confirm without a time limit: a timer on the
+        # connection's own loop ends the wait by tearing the connection down.
+        loop = conn._impl.ioloop
+        timer = loop.call_later(
+            max(0.0, deadline.budget_end - time.monotonic()),
+            lambda: conn._impl._terminate_stream(_DeadlinePassed()),
+        )
+        try:
+            channel.basic_publish(
+                pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True
+            )
+        except pika.exceptions.UnroutableError as exc:
+            raise UnroutableError(
+                f"RabbitMQ could not route the message to {pub.routing_key!r} "
+                f"on exchange {pub.exchange!r}"
+            ) from exc
+        except pika.exceptions.NackError as exc:
+            raise NotEnqueuedError("RabbitMQ refused the message (nack)") from exc
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            # It refused this publish (no such exchange, say) and closed the channel.
+            self._channel = None
+            if exc.reply_code in REFUSALS:
+                raise NotEnqueuedError(
+                    f"RabbitMQ refused the message: {exc.reply_code} {exc.reply_text}"
+                ) from exc
+            self._drop()
+            return Direct.LOST
+        except _DeadlinePassed:
+            blocked = self._blocked
+            self._drop()
+            raise _unconfirmed(blocked, deadline.publish_timeout) from None
+        except (pika.exceptions.AMQPError, OSError):
+            # Lost on the way: the broker may or may not have it. The link publishes
+            # it again (a duplicate at worst, never a loss).
+            self._drop()
+            return Direct.LOST
+        finally:
+            loop.remove_timeout(timer)
+        self._last_used = time.monotonic()
+        return Direct.CONFIRMED
+
+    def _ready_channel(self, deadline: float) -> BlockingChannel | None:
         if self._channel is not None and time.monotonic() - self._last_used > self._max_idle:
             self._drop()
         if self._channel is None or not self._channel.is_open:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            params = copy.copy(self._params)
+            params.socket_timeout = min(params.socket_timeout or left, left)
+            params.stack_timeout = min(params.stack_timeout or left, left)
             try:
-                self._conn = pika.BlockingConnection(self._params)
+                self._conn = pika.BlockingConnection(params)
+                self._blocked = False
+                # Called by pika as soon as the frame arrives, even inside a publish.
+                self._conn._impl.add_on_connection_blocked_callback(self._on_blocked)
+                self._conn._impl.add_on_connection_unblocked_callback(self._on_unblocked)
                 self._channel = self._conn.channel()
                 self._channel.confirm_delivery()
             except (pika.exceptions.AMQPError, OSError):
                 self._drop()
                 return None
         return self._channel
+
+    def _on_blocked(self, conn: Any, frame: Any) -> None:
+        self._blocked = True
+
+    def _on_unblocked(self, conn: Any, frame: Any) -> None:
+        self._blocked = False
 
     def _drop(self) -> None:
         conn, self._conn, self._channel = self._conn, None, None
@@ -97,3 +176,29 @@ class DirectPublisher:
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+def _check_encodable(pub: Pub) -> None:
+    """Raise NotEnqueuedError if pika could not frame ``pub``, before anything is sent."""
+    try:
+        pub.props.encode()
+        spec.Basic.Publish(
+            exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True
+        ).encode()
+    except Exception as exc:
+        raise NotEnqueuedError(
+            f"the message could not be encoded for AMQP: {describe(exc)}",
+            reason=PublishFailure.UNENCODABLE,
+        ) from exc
+
+
+def _unconfirmed(blocked: bool, timeout: float) -> EnqueueUnknownError:
+    if blocked:
+        return EnqueueUnknownError(
+            "RabbitMQ is blocking publishers (memory or disk alarm): sent and not confirmed "
+            f"within {timeout:g}s",
+            reason=PublishFailure.BLOCKED,
+        )
+    return EnqueueUnknownError(
+        f"RabbitMQ did not confirm within {timeout:g}s", reason=PublishFailure.NO_CONFIRM
+    )

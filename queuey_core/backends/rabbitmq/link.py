@@ -1,8 +1,9 @@
 """The link: one AMQP connection owned by one thread running a pika ``SelectConnection``.
 
 Owns: the I/O thread, connecting and recovering with tenacity's backoff (giving up after
-``recovery_timeout``), and handing work to that thread from any other
-(:meth:`Link.submit`, :meth:`Link.call`) with a one-shot :class:`Result` to wait on.
+``recovery_timeout``), how long the connection has been down (:meth:`Link.downtime`), and
+handing work to that thread from any other (:meth:`Link.submit`, :meth:`Link.call`) with a
+one-shot :class:`Result` to wait on.
 Must never: let a thread other than the link's own touch its pika connection or a
 channel of it; block the link's thread (heartbeats flow only while it loops).
 """
@@ -18,10 +19,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar
 
 import pika
+import pika.exceptions
 import tenacity
 from pika.adapters.select_connection import IOLoop
 
-from queuey_core.backends.rabbitmq.errors import connect_error, describe
+from queuey_core.backends.rabbitmq.errors import connect_error, describe, root_cause
 from queuey_core.errors import BackendError
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,17 @@ class Result(Generic[T]):
             self._error = error
             self._lock.release()
 
+    def wait(self, timeout: float) -> bool:
+        """Whether the result came within ``timeout`` seconds (it is not taken)."""
+        if not self._lock.acquire(timeout=max(timeout, 0.0)):
+            return False
+        self._lock.release()
+        return True
+
+    def error(self) -> BaseException | None:
+        """The error it failed with (once :attr:`done`), else None."""
+        return self._error
+
     def result(self, timeout: float) -> T:
         """The value, the error raised, or FutureTimeout after ``timeout`` seconds."""
         if not self._lock.acquire(timeout=max(timeout, 0.0)):
@@ -71,8 +84,13 @@ class Link:
     """One AMQP connection, owned by one thread running a pika ``SelectConnection``.
 
     The IOLoop lives as long as the link, across reconnections, so work can always be
-    handed to it. Subclasses react to :meth:`on_open`, :meth:`on_lost` and
-    :meth:`on_gave_up`, all called on the link's thread.
+    handed to it. Subclasses react to :meth:`on_open`, :meth:`on_lost`,
+    :meth:`on_gave_up` and :meth:`on_closing`, all called on the link's thread.
+
+    A ``patient`` link keeps trying for ``recovery_timeout`` from its very first
+    connection, not ``connect_timeout``: for a connection to a broker the backend has
+    already reached (so an outage, not a wrong address). Refused credentials still end
+    it at once.
     """
 
     def __init__(
@@ -83,8 +101,10 @@ class Link:
         where: str,
         connect_timeout: float,
         recovery_timeout: float,
+        patient: bool = False,
     ) -> None:
         self._params = params
+        self._patient = patient
         self._name = name
         self._where = where
         self._connect_timeout = connect_timeout
@@ -94,10 +114,15 @@ class Link:
         self._lock = threading.Lock()
         self._closing = False
         self._dead: BackendError | None = None
+        #: What made recovery give up (pika's error), once it has.
+        self.gave_up_because: BaseException | None = None
         self._ever_opened = False
         self._ready = threading.Event()
         self._requests: collections.deque[Callable[[], None]] = collections.deque()
         self._lost_at: float | None = None
+        # Down from birth until the first open; guarded by _lock (read by other threads).
+        self._down_since: float | None = time.monotonic()
+        self._down_total = 0.0
         self._attempt = 0
         self._wait = tenacity.wait_exponential_jitter(multiplier=0.1, max=3.0, jitter=0.2)
         self._retry_state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
@@ -105,10 +130,16 @@ class Link:
 
     # -- any thread ------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Connect; raises BackendError if the broker cannot be reached in time."""
+    def start(self, *, wait: bool = True) -> None:
+        """Connect; raises BackendError if the broker cannot be reached in time.
+
+        With ``wait=False`` it returns at once: work handed over meanwhile waits for the
+        connection, and its callers bound how long they wait.
+        """
         self._thread.start()
         self._ioloop.add_callback_threadsafe(self._connect)
+        if not wait:
+            return
         if not self._ready.wait(self._connect_timeout + 10):
             raise BackendError(f"timed out connecting to RabbitMQ at {self._where}")
         if self._dead is not None:
@@ -152,6 +183,22 @@ class Link:
             self._requests.clear()
         for fn in batch:
             fn()
+
+    def downtime(self) -> float:
+        """Seconds this link has spent without an open connection since it was made."""
+        with self._lock:
+            current = 0.0 if self._down_since is None else time.monotonic() - self._down_since
+            return self._down_total + current
+
+    @property
+    def is_up(self) -> bool:
+        """Whether the connection is open right now."""
+        return self._down_since is None
+
+    @property
+    def death(self) -> BackendError | None:
+        """Why recovery gave up, once it has (None while it has not, or when closed)."""
+        return self._dead
 
     @property
     def is_dead(self) -> bool:
@@ -198,6 +245,10 @@ class Link:
             )
         self._ever_opened = True
         self._lost_at = None
+        with self._lock:
+            if self._down_since is not None:
+                self._down_total += time.monotonic() - self._down_since
+                self._down_since = None
         self._attempt = 0
         self.on_open(conn)
         self._ready.set()
@@ -212,6 +263,9 @@ class Link:
         logger.warning(
             "connection to RabbitMQ lost: %s", describe(reason), extra={"link": self._name}
         )
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = time.monotonic()
         self.on_lost(reason)
         self._retry_later(reason)
 
@@ -222,8 +276,9 @@ class Link:
         now = time.monotonic()
         if self._lost_at is None:
             self._lost_at = now
-        limit = self._recovery_timeout if self._ever_opened else self._connect_timeout
-        if now - self._lost_at >= limit:
+        patient = self._ever_opened or self._patient
+        limit = self._recovery_timeout if patient else self._connect_timeout
+        if (refused_access(error) and not self._ever_opened) or now - self._lost_at >= limit:
             self._give_up(error)
             return
         self._attempt += 1
@@ -237,8 +292,14 @@ class Link:
                 f"lost the connection to RabbitMQ at {self._where} and could not recover "
                 f"within {self._recovery_timeout:g}s: {describe(error)}"
             )
+        elif self._patient and not refused_access(error):
+            dead = BackendError(
+                f"could not reach RabbitMQ at {self._where} for "
+                f"{self._recovery_timeout:g}s: {root_cause(error)}"
+            )
         else:
             dead = connect_error(error, self._where)
+        self.gave_up_because = error
         with self._lock:
             self._dead = dead
         logger.error("%s", dead, extra={"link": self._name})
@@ -254,6 +315,7 @@ class Link:
             self.on_closing()
             conn.close()
         else:
+            self.on_closing_while_down()
             self._ioloop.stop()
 
     # -- hooks -------------------------------------------------------------------------
@@ -269,3 +331,16 @@ class Link:
 
     def on_closing(self) -> None:
         """The link is being closed on purpose."""
+
+    def on_closing_while_down(self) -> None:
+        """The link is being closed on purpose while it has no connection."""
+
+
+def refused_access(error: BaseException) -> bool:
+    """Whether the broker refused the credentials or the vhost: trying again is futile."""
+    return isinstance(
+        error,
+        pika.exceptions.ProbableAuthenticationError
+        | pika.exceptions.AuthenticationError
+        | pika.exceptions.ProbableAccessDeniedError,
+    )

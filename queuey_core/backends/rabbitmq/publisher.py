@@ -1,16 +1,22 @@
 """The pipelined publisher: confirmed publishes with a window of outstanding confirms.
 
 Owns: the publisher link's channel in confirm mode, the messages not yet sent or not yet
-confirmed, republishing what the broker had not confirmed after a recovery, mapping a
-broker's return (``mandatory``) or nack to an error for that one message, and the AMQP
-properties every queuey message carries.
-Must never: report a message as published before the broker confirmed it; drop a
-message silently (an unconfirmed one is republished or its sender told).
+confirmed, republishing what the broker had not confirmed after a recovery (and counting
+it: :attr:`PublisherLink.republished`), holding messages back while the broker blocks
+publishers, knowing of each message whether it was ever handed to the connection
+(:attr:`Pub.sent`), mapping a broker's return (``mandatory``) or nack to an error for that
+one message, and the AMQP properties every queuey message carries.
+Must never: report a message as published before the broker confirmed it; report one as
+not enqueued once it was handed to the connection; send (or republish) a message its
+sender gave up on; drop a message silently; let a message that cannot be encoded fail
+anything but itself.
 """
 
 from __future__ import annotations
 
 import collections
+import threading
+import uuid
 from typing import Any
 
 import pika
@@ -18,25 +24,56 @@ import pika.exceptions
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.rabbitmq.link import Link, Result
+from queuey_core.backends.rabbitmq.errors import describe, root_cause
+from queuey_core.backends.rabbitmq.link import Link, Result, refused_access
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, UnroutableError
+from queuey_core.errors import (
+    BackendError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    PublishFailure,
+    UnroutableError,
+)
+
+#: Channel-closing replies that refuse the publish that caused them (no such exchange,
+#: access refused, precondition failed such as a message too large).
+REFUSALS = {403, 404, 406}
 
 
 class Pub:
     """One message on its way to the broker, and the future its sender waits on."""
 
-    __slots__ = ("body", "exchange", "future", "props", "returned", "routing_key")
+    __slots__ = (
+        "body",
+        "exchange",
+        "future",
+        "given_up",
+        "job_id",
+        "props",
+        "returned",
+        "routing_key",
+        "sent",
+    )
 
     def __init__(
-        self, exchange: str, routing_key: str, body: bytes, props: BasicProperties
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        props: BasicProperties,
+        job_id: uuid.UUID | None = None,
     ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.body = body
         self.props = props
+        self.job_id = job_id
         self.future: Result[None] = Result()
         self.returned: str | None = None
+        #: Handed to a connection at least once: it may be on the broker.
+        self.sent = False
+        #: Its sender stopped waiting: it is never sent (or republished) from then on.
+        self.given_up = False
 
     def fail(self, error: BaseException) -> None:
         self.future.fail(error)
@@ -53,10 +90,38 @@ class PublisherLink(Link):
         # iteration would skip every slot freed before it).
         self._pending: collections.OrderedDict[int, Pub] = collections.OrderedDict()
         self._next_tag = 1
+        # Guards Pub.sent and Pub.given_up between the link's thread and the senders.
+        self._handover = threading.Lock()
+        #: The broker has told this connection it blocks publishers (memory or disk
+        #: alarm); nothing more is sent until it unblocks.
+        self.blocked = False
+        #: Messages sent again after a lost connection: each may now be on the broker
+        #: twice (with the same job id).
+        self.republished = 0
+
+    # -- any thread --------------------------------------------------------------------
 
     def publish(self, pubs: list[Pub]) -> None:
         """Queue ``pubs`` for publishing (any thread); their futures tell the outcome."""
         self.submit(lambda: self._add(pubs))
+
+    def give_up(self, pubs: list[Pub]) -> tuple[list[Pub], list[Pub]]:
+        """Stop sending those of ``pubs`` still unresolved: ``(never sent, sent)``.
+
+        A message never sent is guaranteed never to be, so it is not enqueued; one sent
+        may be on the broker. Neither is republished after a reconnection.
+        """
+        never: list[Pub] = []
+        sent: list[Pub] = []
+        with self._handover:
+            for pub in pubs:
+                if pub.future.done:
+                    continue
+                pub.given_up = True
+                (sent if pub.sent else never).append(pub)
+        return never, sent
+
+    # -- the link's thread -------------------------------------------------------------
 
     def _add(self, pubs: list[Pub]) -> None:
         self._unsent.extend(pubs)
@@ -64,17 +129,50 @@ class PublisherLink(Link):
 
     def _flush(self) -> None:
         ch = self._channel
-        if ch is None or not ch.is_open:
+        if ch is None or not ch.is_open or self.blocked or not self._unsent:
             return
-        while self._unsent:
-            pub = self._unsent.popleft()
-            tag = self._next_tag
+        with self._handover:
+            batch = [pub for pub in self._unsent if not pub.given_up]
+            self._unsent.clear()
+            for pub in batch:
+                if pub.sent:
+                    self.republished += 1
+                pub.sent = True
+        for i, pub in enumerate(batch):
+            try:
+                ch.basic_publish(pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True)
+            except (
+                pika.exceptions.ChannelWrongStateError,
+                pika.exceptions.ConnectionWrongStateError,
+            ):
+                # The channel is going away: the rest goes again on the next one.
+                self._unsent.extendleft(reversed(batch[i:]))
+                return
+            except Exception as exc:
+                # pika marshals the whole message before it writes a byte: nothing of
+                # this one went out, and the channel is as it was.
+                pub.fail(
+                    NotEnqueuedError(
+                        f"the message could not be encoded for AMQP: {describe(exc)}",
+                        reason=PublishFailure.UNENCODABLE,
+                    )
+                )
+                continue
+            self._pending[self._next_tag] = pub
             self._next_tag += 1
-            self._pending[tag] = pub
-            ch.basic_publish(pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True)
 
     def on_open(self, conn: Any) -> None:
+        self.blocked = False
+        conn.add_on_connection_blocked_callback(self._blocked)
+        conn.add_on_connection_unblocked_callback(self._unblocked)
         conn.channel(on_open_callback=self._channel_opened)
+
+    def _blocked(self, conn: Any, frame: Any) -> None:
+        self.blocked = True
+
+    def _unblocked(self, conn: Any, frame: Any) -> None:
+        self.blocked = False
+        self._flush()
 
     def _channel_opened(self, ch: Channel) -> None:
         ch.add_on_close_callback(self._channel_closed)
@@ -97,7 +195,16 @@ class PublisherLink(Link):
         if isinstance(reason, pika.exceptions.ChannelClosedByBroker):
             # The broker refused something on this channel: republishing would be refused
             # again, so tell the senders, and open a fresh channel for what comes next.
-            error = BackendError(f"RabbitMQ closed the publishing channel: {reason}")
+            text = f"{reason.reply_code} {reason.reply_text}"
+            error: BackendError
+            if len(unconfirmed) == 1 and reason.reply_code in REFUSALS:
+                error = NotEnqueuedError(f"RabbitMQ refused the message: {text}")
+            else:
+                # Which one it refused is not said; the others may have made it.
+                error = EnqueueUnknownError(
+                    f"RabbitMQ closed the publishing channel before it confirmed: {text}",
+                    reason=PublishFailure.REFUSED,
+                )
             for pub in unconfirmed:
                 pub.fail(error)
             conn = self._conn
@@ -134,7 +241,7 @@ class PublisherLink(Link):
             if pub.future.done:
                 continue
             if not ok:
-                pub.fail(BackendError("RabbitMQ refused the message (nack)"))
+                pub.fail(NotEnqueuedError("RabbitMQ refused the message (nack)"))
             elif pub.returned is not None:
                 pub.fail(
                     UnroutableError(
@@ -145,17 +252,44 @@ class PublisherLink(Link):
             else:
                 pub.future.set(None)
 
-    def _fail_all(self, error: BackendError) -> None:
+    def _fail_all(self, unsent: NotEnqueuedError, sent: EnqueueUnknownError) -> None:
+        """Fail every message still here: ``sent`` if it was ever sent, else ``unsent``."""
         for pub in [*self._pending.values(), *self._unsent]:
-            pub.fail(error)
+            pub.fail(sent if pub.sent else unsent)
         self._pending.clear()
         self._unsent.clear()
 
     def on_gave_up(self, error: BackendError) -> None:
-        self._fail_all(error)
+        cause = self.gave_up_because
+        why = root_cause(cause) if cause is not None else str(error)
+        unsent = str(error)
+        if cause is not None and not refused_access(cause):
+            unsent = (
+                f"could not reach RabbitMQ at {self._where} for {self._recovery_timeout:g}s: {why}"
+            )
+        self._fail_all(
+            NotEnqueuedError(unsent, reason=PublishFailure.UNREACHABLE),
+            EnqueueUnknownError(
+                f"the connection to RabbitMQ at {self._where} was lost before it confirmed, "
+                f"and could not be re-established within {self._recovery_timeout:g}s to "
+                f"publish again: {why}",
+                reason=PublishFailure.LOST,
+            ),
+        )
 
     def on_closing(self) -> None:
-        self._fail_all(BackendError("the RabbitMQ backend was closed before the broker confirmed"))
+        self._fail_all(
+            NotEnqueuedError(
+                "the RabbitMQ backend was closed before it was sent", reason=PublishFailure.CLOSED
+            ),
+            EnqueueUnknownError(
+                "the RabbitMQ backend was closed before the broker confirmed",
+                reason=PublishFailure.CLOSED,
+            ),
+        )
+
+    def on_closing_while_down(self) -> None:
+        self.on_closing()
 
 
 def properties(envelope: Envelope, headers: dict[str, Any] | None = None) -> BasicProperties:

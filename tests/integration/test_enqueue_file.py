@@ -1,0 +1,195 @@
+"""``queuey enqueue --file`` as a real process (the console script), on the shared
+RabbitMQ in the test vhost: stopped by a signal, it stops between batches, prints what
+became of every line and writes the rest for a rerun."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+
+from queuey_core import job_id_for
+from tests.conftest import require_broker
+from tests.harness import AMQP_URL
+from tests.integration.broker import channel
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+[broker]
+url = "{url}"
+publish_timeout = "10s"
+
+[queues.default]
+prefetch = 4
+max_priority = 10
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Iterator[Path]:
+    require_broker()
+    path = tmp_path / "queuey.toml"
+    path.write_text(CONFIG.format(url=AMQP_URL))
+    _delete_default()
+    yield path
+    _delete_default()
+
+
+def _delete_default() -> None:
+    with channel() as ch:
+        ch.queue_delete("default")
+        ch.queue_delete("default.dlq")
+
+
+def queuey(config: Path, *args: str) -> list[str]:
+    script = Path(sys.executable).with_name("queuey")  # the console script itself
+    return [str(script), "--config", str(config), "--log-format", "json", *args]
+
+
+def ready() -> int:
+    try:
+        with channel() as ch:
+            return int(ch.queue_declare("default", passive=True).method.message_count)
+    except pika.exceptions.ChannelClosedByBroker:
+        return 0  # not declared yet
+
+
+def job_ids_on_default() -> list[uuid.UUID]:
+    """Take every message off the queue: their job ids, duplicates included."""
+    ids: list[uuid.UUID] = []
+    with channel() as ch:
+        left = int(ch.queue_declare("default", passive=True).method.message_count)
+        if left == 0:
+            return ids
+        ch.basic_qos(prefetch_count=1000)
+        for method, props, _ in ch.consume("default", auto_ack=True, inactivity_timeout=2):
+            if method is None:
+                break
+            ids.append(uuid.UUID(props.message_id))
+            left -= 1
+            if left == 0:
+                break
+        ch.cancel()
+    return ids
+
+
+def counts_line(stderr: str) -> dict[str, int]:
+    match = re.search(
+        r": ([\d,]+) confirmed, ([\d,]+) unknown \(may or may not be enqueued\), "
+        r"([\d,]+) refused, ([\d,]+) not sent, of ([\d,]+) jobs",
+        stderr,
+    )
+    assert match, f"no counts in: {stderr}"
+    values = [int(g.replace(",", "")) for g in match.groups()]
+    return dict(zip(["confirmed", "unknown", "refused", "not sent", "total"], values, strict=True))
+
+
+def write_jobs(path: Path, total: int) -> None:
+    path.write_text("".join(json.dumps({"name": f"n{i}"}) + "\n" for i in range(total)))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_a_file_between_batches_and_every_line_is_counted(
+    config: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    total = 10_000
+    jobs, failed = tmp_path / "jobs.jsonl", tmp_path / "failed.jsonl"
+    write_jobs(jobs, total)
+    args = ["enqueue", "greet", "--file", str(jobs), "--ids-from-lines", "--failed-to", str(failed)]
+    proc = subprocess.Popen(queuey(config, *args), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while ready() == 0:  # the first batch is in
+            assert time.monotonic() < deadline, "nothing was enqueued"
+            assert proc.poll() is None, "it ended before the signal"
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    assert proc.returncode == 130, stderr
+    assert f"{signum.name}: stopping after the batch in flight" in stderr
+    counts = counts_line(stderr)
+    assert counts["unknown"] == counts["refused"] == 0, "a clean stop leaves nothing in doubt"
+    assert counts["confirmed"] + counts["not sent"] == total
+    assert counts["not sent"] > 0, "stopped in the middle"
+    assert ready() == counts["confirmed"], "confirmed means on the queue"
+    rest = failed.read_text().splitlines()
+    assert len(rest) == counts["not sent"]
+    assert all(json.loads(line)["job_id"] for line in rest), "each line keeps its id"
+
+    again = subprocess.run(
+        queuey(config, "enqueue", "greet", "--file", str(failed)),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    ids = job_ids_on_default()
+    assert len(ids) == len(set(ids)) == total, "every line once, none twice"
+
+
+def test_a_second_signal_stops_at_once_and_the_batch_in_flight_is_unknown(
+    config: Path, tmp_path: Path
+) -> None:
+    total = 10_000
+    jobs, failed = tmp_path / "jobs.jsonl", tmp_path / "failed.jsonl"
+    write_jobs(jobs, total)
+    args = ["enqueue", "greet", "--file", str(jobs), "--failed-to", str(failed)]
+    proc = subprocess.Popen(queuey(config, *args), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while ready() == 0:
+            assert time.monotonic() < deadline, "nothing was enqueued"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    counts = counts_line(stderr)
+    assert proc.returncode == (4 if counts["unknown"] else 130), stderr
+    assert sum(counts[k] for k in ("confirmed", "unknown", "refused", "not sent")) == total
+    assert counts["confirmed"] <= ready() <= counts["confirmed"] + counts["unknown"]
+    assert len(failed.read_text().splitlines()) == total - counts["confirmed"]
+
+
+def test_a_file_line_chooses_its_job_id_and_a_bad_one_is_refused_before_connecting(
+    config: Path, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text('{"job_id": "order-1", "name": "a"}\n{"name": "b"}\n')
+    done = subprocess.run(
+        queuey(config, "enqueue", "greet", "--file", str(jobs)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "enqueued 2 jobs" in done.stderr
+    assert job_id_for("order-1") in job_ids_on_default()
+
+    jobs.write_text('{"job_id": "", "name": "a"}\n')
+    bad = subprocess.run(
+        queuey(config, "enqueue", "greet", "--file", str(jobs)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert f"{jobs}:1: job_id: a job id is a UUID or a non-empty string" in bad.stderr

@@ -26,12 +26,15 @@ from pika.spec import BasicProperties
 
 from queuey_core import (
     DeadLetter,
+    EnqueueUnknownError,
     Envelope,
     Fatal,
     Handler,
     Job,
     JobContext,
+    NotEnqueuedError,
     Producer,
+    PublishFailure,
     QueueConfig,
     QueueSet,
     Retryable,
@@ -440,6 +443,41 @@ def test_a_retry_that_cannot_be_published_moves_the_original_body_to_the_dead_le
     )
     assert books.runs == [1], "never requeued for another immediate run"
     assert running.handle.settle_failures() == 0
+    assert ready(rabbit) == 0
+
+
+def test_a_retry_the_broker_could_not_take_goes_back_to_its_queue_not_to_the_dlq(
+    queues: QueueSet, rabbit: RabbitMQBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A publish that failed because of the broker's state (an alarm, an outage) says
+    # nothing against the message: it must not be dead-lettered for it.
+    books = Books()
+    real_publish = rabbit.publish
+    failures = [
+        EnqueueUnknownError("blocked by an alarm", reason=PublishFailure.BLOCKED),
+        NotEnqueuedError("could not reach RabbitMQ", reason=PublishFailure.UNREACHABLE),
+    ]
+
+    def handle(job: Work, ctx: JobContext) -> None:
+        books.add(job.n)
+        if failures:  # each failing run meets one publish the broker cannot take
+            raise Retryable("again")
+
+    def flaky_publish(envelope: Envelope, *, delay: float | None = None) -> None:
+        if failures:
+            raise failures.pop(0)
+        real_publish(envelope, delay=delay)
+
+    Producer(rabbit, queues).enqueue(Work(n=1))
+    monkeypatch.setattr(rabbit, "publish", flaky_publish)
+    running = start(Worker(rabbit, queues, [Handler(Work, handle)]), None)
+    wait_for(lambda: len(books.runs) == 3 and running.handle.in_flight() == 0, timeout=10)
+    running.stop()
+
+    assert books.runs == [1, 1, 1], "run again after each publish the broker could not take"
+    assert dead(rabbit) == 0, "nothing dead-lettered for the broker's state"
+    assert not failures
+    assert running.handle.settle_failures() == 2, "each one counted"
     assert ready(rabbit) == 0
 
 

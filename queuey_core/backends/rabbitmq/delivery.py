@@ -10,6 +10,10 @@ published to ``<queue>.dlq`` with plain-ASCII headers saying why, then acked; if
 that fails, it is rejected without requeueing, and the queue's own dead-letter settings
 move it (:func:`topology.queue_arguments`). A message that is not an envelope at all
 (:class:`Undecodable`) takes the same path.
+A replacement the broker could not take because of its own state (unreachable, blocking
+publishers, no confirm in time, closing) is no fault of the message: the original goes
+back to its queue (the publish already waited out its timeout, so this is no hot loop,
+and the worker's redelivery guard bounds it), and the settle counts as failed.
 Must never: send a settle on a channel other than the one that delivered (after a
 reconnect the broker redelivers instead), ack an original whose replacement was not
 confirmed, or give a message back for immediate redelivery (a message that cannot be
@@ -26,7 +30,12 @@ from pika.channel import Channel
 
 from queuey_core.backends.base import printable
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError
+from queuey_core.errors import (
+    BackendError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    PublishFailure,
+)
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
@@ -193,12 +202,41 @@ class RabbitDelivery(_Message):
         try:
             publish()
         except Exception as exc:
-            # Whatever failed (encoding, routing, a value out of range, the broker), the
-            # original must not stay: giving it back would only bring it straight back.
+            if _transient(exc):
+                # The broker is down, blocking publishers or closing: nothing is wrong with
+                # the message, so it goes back to its queue rather than to the dead
+                # letters. It comes back only after the publish waited out its timeout,
+                # so this is no hot loop; the worker's redelivery guard bounds it.
+                self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True))
+                raise BackendError(
+                    f"could not publish the {what} ({safe_describe(exc)}); the original "
+                    "went back to its queue"
+                ) from exc
+            # Encoding, routing, a value out of range, a bug: the message itself is at
+            # fault, and giving it back would only bring it straight back.
             failure = f"could not publish the {what}: {safe_describe(exc)}"
             self._poison(f"{reason}; {failure}" if reason else failure, failure)
             return
         self._on_channel(lambda ch: ch.basic_ack(self._tag))
+
+
+#: Publish failures that say nothing about the message: the broker's state.
+_TRANSIENT = frozenset(
+    {
+        PublishFailure.UNREACHABLE,
+        PublishFailure.LOST,
+        PublishFailure.BLOCKED,
+        PublishFailure.NO_CONFIRM,
+        PublishFailure.CLOSED,
+    }
+)
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether a failed publish is the broker's state rather than the message's fault."""
+    if isinstance(exc, EnqueueUnknownError):
+        return True
+    return isinstance(exc, NotEnqueuedError) and exc.reason in _TRANSIENT
 
 
 def safe_describe(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from queuey_core.jobs import Job
 from queuey_core.producer import Producer
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
+from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 from queuey_core.worker import Worker, WorkerHandle
 
 __version__ = "0.1.0"
@@ -37,16 +38,19 @@ __all__ = [
     "BackendError",
     "Backoff",
     "BackoffKind",
+    "CatchUp",
     "Clock",
     "ConfigError",
     "ConsumerEnded",
     "ConsumerStoppedError",
+    "Cron",
     "DeadLetter",
     "DecodeError",
     "Deferred",
     "Delivery",
     "DuplicateHandlerError",
     "Envelope",
+    "Every",
     "Fatal",
     "GiveUp",
     "Handler",
@@ -67,6 +71,8 @@ __all__ = [
     "RetryDecision",
     "RetryPolicy",
     "Retryable",
+    "Schedule",
+    "Scheduler",
     "Subscription",
     "SystemClock",
     "UnknownQueueError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from queuey_core.errors import BackendError
+from queuey_core.errors import QueueyError
 
 
 class Election(Protocol):
@@ -36,7 +36,7 @@ class Election(Protocol):
         """
 
     @property
-    def error(self) -> BackendError | None:
+    def error(self) -> QueueyError | None:
         """Set when the election failed for good (the broker stayed away too long)."""
 
     def close(self) -> None:

@@ -90,6 +90,7 @@ class Scheduler:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._cursors: dict[str, int | None] | None = None
+        self.lost_the_broker = False
 
     @property
     def schedules(self) -> list[Schedule]:
@@ -118,6 +119,7 @@ class Scheduler:
                 self._wake.clear()
                 error = self._election.error
                 if error is not None:
+                    self.lost_the_broker = True
                     raise error
                 self._wait(self.step())
         finally:

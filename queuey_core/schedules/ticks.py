@@ -94,6 +94,11 @@ class Cron:
             raise ValueError(f"cron {self.expression!r} is not a valid cron expression")
         object.__setattr__(self, "_zone", zone(self.timezone))
 
+    @property
+    def zone(self) -> ZoneInfo:
+        """The time zone the expression is read in."""
+        return self._zone
+
     def _at(self, ms: int) -> datetime:
         return datetime.fromtimestamp(ms / 1000, UTC).astimezone(self._zone)
 
@@ -162,23 +167,22 @@ def due(
 ) -> Due:
     """The ticks to fire at ``now``, given the last tick already fired (``last``).
 
-    A tick at most ``grace_ms`` old is on time and always fires; older ones (after
-    ``last``) were missed, and ``catch_up`` decides: none of them, the latest, or all
-    (the latest ``limit`` of them). With no ``last`` (a schedule that never fired)
-    nothing counts as missed.
+    The latest tick at or before ``now`` is on time if it is at most ``grace_ms`` old,
+    and fires. Every other tick after ``last`` was missed, and ``catch_up`` decides:
+    none of them, the latest, or all (the latest ``limit`` of them). A schedule that
+    never fired (no ``last``) has missed nothing. So a scheduler that wakes at each
+    tick fires exactly that tick, and one that takes over after a gap fires what
+    ``catch_up`` says, once, plus the tick that is due now.
     """
-    boundary = now - grace_ms - 1  # the latest instant of a missed tick
-    start = boundary if last is None else last
-    on_time: list[int] = []
-    tick = trigger.next_after(max(start, boundary))
-    while tick <= now:
-        on_time.append(tick)
-        tick = trigger.next_after(tick)
-    missed, skipped = _missed(trigger, start, boundary, catch_up, limit)
     latest = trigger.latest_at_or_before(now)
-    cursor = last
-    if latest is not None and (last is None or latest > last):
-        cursor = latest
+    fresh = latest is not None and (last is None or latest > last)
+    on_time = [latest] if fresh and latest is not None and now - latest <= grace_ms else []
+    missed: list[int] = []
+    skipped = 0
+    if last is not None:
+        upto = on_time[0] - 1 if on_time else now
+        missed, skipped = _missed(trigger, last, upto, catch_up, limit)
+    cursor = latest if fresh else last
     return Due(tuple(missed + on_time), skipped, cursor)
 
 

@@ -14,6 +14,7 @@ import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
+from queuey_cli.scheduler import run_beside, schedules_beside
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.settings import duration
 
@@ -36,6 +37,13 @@ def worker(
         bool,
         typer.Option(
             help="Stop once the chosen queues are empty and no retry or deferral is held (exit 0)."
+        ),
+    ] = False,
+    with_scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--with-scheduler",
+            help="Also run the schedules ([schedules.NAME]); of several, one fires at a time.",
         ),
     ] = False,
 ) -> None:
@@ -62,6 +70,7 @@ def worker(
                 f"(configured: {', '.join(queue_set)})"
             )
     found = st.handlers(queue_set)
+    schedules = schedules_beside(st, settings, found) if with_scheduler else []
     broker = backend(settings)
     w = Worker(
         broker,
@@ -73,7 +82,10 @@ def worker(
         timeout_grace=settings.worker.timeout_grace,
         close_backend_on_shutdown=True,
     )
+    beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
     code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+    if beside is not None:
+        beside.stop()
     raise typer.Exit(code)
 
 

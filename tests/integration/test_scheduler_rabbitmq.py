@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from queuey_cli.main import app
 from queuey_core import Envelope
 from queuey_core.backends.rabbitmq.election import LEADER_QUEUE, RabbitElection
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState, state_queue
@@ -304,3 +306,42 @@ def test_a_worker_with_the_scheduler_fires_and_runs_the_jobs(
     assert w.stop() == 0
     assert w.seen("stepped down as the active scheduler")
     assert uuid.UUID(next(iter(fired_ids))).version == 5
+
+
+# -- queuey schedules, in process ------------------------------------------------------
+
+
+def invoke(config: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["--config", str(config), "--log-format", "json", *args])
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_schedules_lists_the_last_and_next_firing_and_fires_one_now(config: Path) -> None:
+    code, out, err = invoke(config, "schedules", "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert (row["name"], row["job"], row["trigger"]) == (SCHEDULE, "greet", "every 1s")
+    assert row["last_firing"] is None
+    assert row["next_firing_ms"] - time.time() * 1000 <= 1000
+
+    store = RabbitScheduleState(AMQP_URL)
+    try:
+        store.record(SCHEDULE, 1_796_000_000_000)
+    finally:
+        store.close()
+    code, out, _ = invoke(config, "schedules", "--json")
+    [row] = json.loads(out)
+    assert row["last_firing_ms"] == 1_796_000_000_000
+    assert row["last_firing"] == "2026-11-30T00:53:20+00:00"
+    code, out, _ = invoke(config, "schedules")
+    assert code == 0
+    assert SCHEDULE in out
+    assert "2026-11-30T00:53:20+00:00" in out
+
+    code, out, err = invoke(config, "schedules", "fire", SCHEDULE)
+    assert code == 0, err
+    job_id = out.strip()
+    assert firings_in_queue() == Counter({job_id: 1})
+    code, out, _ = invoke(config, "schedules", "--json")
+    assert json.loads(out)[0]["last_firing_ms"] == 1_796_000_000_000, "a manual firing is no tick"

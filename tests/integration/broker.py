@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,9 @@ from typing import Any
 import pika
 
 from tests.harness import AMQP_URL
+
+#: The virtual host of ``QUEUEY_TEST_AMQP_URL``: rabbitmqctl looks there, and only there.
+VHOST = urllib.parse.unquote(urllib.parse.urlsplit(AMQP_URL).path[1:]) or "/"
 
 
 def rabbitmqctl(*args: str) -> str:
@@ -24,7 +28,7 @@ def rabbitmqctl(*args: str) -> str:
 
 def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
     """``rabbitmqctl list_<kind>`` as a list of dicts."""
-    out = rabbitmqctl(f"list_{kind}", "--formatter", "json", *fields)
+    out = rabbitmqctl(f"list_{kind}", "-p", VHOST, "--formatter", "json", *fields)
     rows: list[dict[str, Any]] = json.loads(out)
     for row in rows:
         # Arguments come as [name, type, value] triples.

@@ -29,11 +29,9 @@ from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState, st
 from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, rabbitmqctl, unique
+from tests.integration.broker import VHOST, channel, rabbitmqctl, unique
 
 pytestmark = pytest.mark.integration
-
-VHOST = AMQP_URL.rsplit("/", 1)[1].replace("%2F", "/") or "/"
 
 
 def wait_until(cond: Any, timeout: float = 15.0, what: str = "condition") -> None:

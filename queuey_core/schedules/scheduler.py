@@ -184,7 +184,7 @@ class Scheduler:
         if order and not self._election.confirm():
             logger.warning("lost the election before firing; firing nothing")
             self._cursors = None
-            return 0.0
+            return self._retry_after
         for tick, name in order:
             if self._stopped.is_set() or not self._election.is_leader():
                 return 0.0

@@ -199,6 +199,7 @@ class _ElectionLink(Link):
     def _channel_opened(self, ch: Channel) -> None:
         self.channel = ch
         ch.add_on_close_callback(self._channel_closed)
+        ch.add_on_cancel_callback(lambda _frame: self._cancelled(ch))
         ch.queue_declare(
             self.queue,
             durable=True,
@@ -259,6 +260,17 @@ class _ElectionLink(Link):
             self.on_change()
             return
         self._ioloop.call_later(1.0, lambda: self.on_open(conn) if conn.is_open else None)
+
+    def _cancelled(self, ch: Channel) -> None:
+        """The broker cancelled our consumer (the queue was deleted): start over."""
+        if not self._current(ch):
+            return
+        self._step_down("the election queue was deleted")
+        if ch.is_open:
+            ch.close()
+        conn = self._conn
+        if conn is not None and conn.is_open and not self.is_dead:
+            self._ioloop.call_later(1.0, lambda: self.on_open(conn) if conn.is_open else None)
 
     def _current(self, ch: Channel) -> bool:
         return ch is self.channel

@@ -32,7 +32,8 @@ from queuey_core.settings import Settings, find_config
 logger = logging.getLogger("queuey.scheduler")
 
 schedules_app = typer.Typer(
-    help="The schedules ([schedules.NAME]): list them, or fire one now.",
+    help="The schedules of the configuration: list them with their last and next firing "
+    "(the default), or fire one now.",
     invoke_without_command=True,
 )
 
@@ -89,7 +90,7 @@ def scheduler(ctx: typer.Context) -> None:
     one of them fires at a time, and another takes over within seconds if it dies."""
     settings, queue_set, schedules = _configured(ctx)
     if not schedules:
-        raise usage("no schedules to run: add [schedules.NAME] tables to the configuration")
+        raise usage("no schedules to run: add schedules.NAME tables to the configuration")
     broker = backend(settings)
     try:
         code = _run(make_scheduler(settings, queue_set, schedules, broker))
@@ -171,7 +172,7 @@ def schedules_beside(st: State, settings: Settings, found: list[Discovered]) -> 
     """``worker --with-scheduler``: the schedules, checked before the worker connects."""
     schedules = load_schedules(st, settings, found)
     if not schedules:
-        raise usage("--with-scheduler: no schedules configured ([schedules.NAME] tables)")
+        raise usage("--with-scheduler: no schedules configured (schedules.NAME tables)")
     return schedules
 
 
@@ -201,6 +202,12 @@ def schedules(
     if ctx.invoked_subcommand is not None:
         return
     settings, _queue_set, configured = _configured(ctx)
+    if not configured:
+        if as_json:
+            out.print_json("[]")
+        else:
+            out.print("no schedules configured (schedules.NAME tables)", highlight=False)
+        return
     from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
 
     store = RabbitScheduleState(

@@ -43,7 +43,7 @@ def worker(
         bool,
         typer.Option(
             "--with-scheduler",
-            help="Also run the schedules ([schedules.NAME]); of several, one fires at a time.",
+            help="Also run the configured schedules; of several schedulers, one fires at a time.",
         ),
     ] = False,
 ) -> None:

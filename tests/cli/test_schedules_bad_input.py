@@ -68,8 +68,12 @@ def test_a_broken_schedule_stops_start_up_naming_it(
 @pytest.mark.parametrize(
     ("extra", "args", "expected"),
     [
-        ("", ["scheduler"], "no schedules to run"),
-        ("", ["worker", "--with-scheduler"], "--with-scheduler: no schedules configured"),
+        ("", ["scheduler"], "no schedules to run: add schedules.NAME tables"),
+        (
+            "",
+            ["worker", "--with-scheduler"],
+            "--with-scheduler: no schedules configured (schedules.NAME tables)",
+        ),
         (GOOD, ["schedules", "fire", "nope"], "unknown schedule 'nope' (known: hello)"),
     ],
 )
@@ -94,3 +98,16 @@ def test_listing_schedules_needs_the_broker_and_says_so_in_one_line(
     assert code == 1
     assert "cannot reach RabbitMQ" in line
     assert "s3cret" not in line
+
+
+def test_no_schedules_lists_nothing_without_connecting(
+    runner: CliRunner, write_config: Callable[[str], Path]
+) -> None:
+    config = write_config(BASE.format(url=UNREACHABLE))
+    result = runner.invoke(app, ["--config", str(config), "schedules"])
+    assert (result.exit_code, result.stdout.strip()) == (
+        0,
+        "no schedules configured (schedules.NAME tables)",
+    )
+    result = runner.invoke(app, ["--config", str(config), "schedules", "--json"])
+    assert (result.exit_code, result.stdout.strip()) == (0, "[]")

@@ -54,6 +54,9 @@ class Scheduler:
         retry_after: seconds before trying again after the broker refused something.
         max_wait: the longest sleep, so a wall clock that jumps is noticed.
         on_fire: called after each firing (tests, metrics).
+
+    After :meth:`run` raised, ``lost_the_broker`` tells whether the election failed for
+    good (the broker stayed away longer than recovery allows) rather than at the start.
     """
 
     def __init__(
@@ -121,7 +124,8 @@ class Scheduler:
                 if error is not None:
                     self.lost_the_broker = True
                     raise error
-                self._wait(self.step())
+                started = self._clock.wall_ms()
+                self._wait(self.step(), started)
         finally:
             self._election.close()
             if self._cursors is not None:
@@ -246,11 +250,21 @@ class Scheduler:
         )
         return max(0.0, (upcoming - now) / 1000)
 
-    def _wait(self, delay: float | None) -> None:
+    def _wait(self, delay: float | None, since_ms: int) -> None:
+        """Sleep until ``delay`` seconds after ``since_ms`` (wall), or a wake-up.
+
+        Counted from when the step began, not from now: time the step took (a slow
+        broker, or a test advancing the clock meanwhile) does not push the tick back.
+        """
         if self._stopped.is_set():
             return
         seconds = self._max_wait if delay is None else min(delay, self._max_wait)
-        timer: Timer = self._clock.call_later(seconds, self._wake.set)
+        due_ms = since_ms + seconds * 1000
+        timer: Timer = self._clock.call_later(
+            max(0.0, (due_ms - self._clock.wall_ms()) / 1000), self._wake.set
+        )
+        if self._clock.wall_ms() >= due_ms:  # it came while the timer was being set
+            self._wake.set()
         try:
             self._wake.wait()
         finally:

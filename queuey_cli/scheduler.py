@@ -75,11 +75,7 @@ def make_scheduler(
             connect_timeout=settings.broker.connect_timeout,
             recovery_timeout=settings.broker.recovery_timeout,
         ),
-        state=RabbitScheduleState(
-            url,
-            heartbeat=settings.broker.heartbeat,
-            connect_timeout=settings.broker.connect_timeout,
-        ),
+        state=RabbitScheduleState(url, connect_timeout=settings.broker.connect_timeout),
         grace=settings.scheduler.grace,
     )
 

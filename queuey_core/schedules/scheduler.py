@@ -55,6 +55,7 @@ class Scheduler:
         max_wait: the longest sleep, so a wall clock that jumps is noticed.
         on_fire: called after each firing (tests, metrics).
 
+    The scheduler owns ``election`` and ``state``: both are closed when :meth:`run` ends.
     After :meth:`run` raised, ``lost_the_broker`` tells whether the election failed for
     good (the broker stayed away longer than recovery allows) rather than at the start.
     """
@@ -128,6 +129,7 @@ class Scheduler:
                 self._wait(self.step(), started)
         finally:
             self._election.close()
+            self._state.close()
             if self._cursors is not None:
                 logger.info("stepped down as the active scheduler")
             self._cursors = None

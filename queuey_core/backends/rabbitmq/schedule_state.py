@@ -41,9 +41,15 @@ def state_queue_arguments() -> dict[str, Any]:
 
 
 class RabbitScheduleState:
-    """See the module docstring. Thread-safe (one caller at a time on its connection)."""
+    """See the module docstring. Thread-safe (one caller at a time on its connection).
 
-    def __init__(self, url: str, *, heartbeat: int = 30, connect_timeout: float = 5.0) -> None:
+    The connection sits idle between ticks, and a ``BlockingConnection`` sends
+    heartbeats only while it is used: so no heartbeats by default (the broker would
+    otherwise close it after two missed ones); a connection found dead on use is
+    replaced once, at once.
+    """
+
+    def __init__(self, url: str, *, heartbeat: int = 0, connect_timeout: float = 5.0) -> None:
         self._admin = Admin(
             connection_params(
                 url, "scheduler state", heartbeat=heartbeat, connect_timeout=connect_timeout

@@ -24,11 +24,14 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
+from tests.integration.broker import VHOST as TEST_VHOST
 from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
 
-VHOST = "queuey-cli-test"
+# A vhost of its own, beside the one of QUEUEY_TEST_AMQP_URL: runs that share a broker
+# must not delete each other's (this fixture deletes it at the end).
+VHOST = "queuey-cli-test" if TEST_VHOST == "/" else f"{TEST_VHOST}.cli"
 URL = f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
 CONFIG = f"""
 [broker]

@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import config, dlq, enqueue, handlers, queues, worker
+from queuey_cli import config, dlq, enqueue, handlers, queues, scheduler, worker
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
@@ -68,6 +68,8 @@ app.command("queues")(queues.queues)
 app.command("handlers")(handlers.handlers)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(config.app, name="config")
+app.command("scheduler")(scheduler.scheduler)
+app.add_typer(scheduler.schedules_app, name="schedules")
 
 
 def _version(value: bool) -> None:

@@ -14,6 +14,7 @@ import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
+from queuey_cli.scheduler import run_beside, schedules_beside
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
 from queuey_core.settings import duration
@@ -37,6 +38,13 @@ def worker(
         bool,
         typer.Option(
             help="Stop once the chosen queues are empty and no retry or deferral is held (exit 0)."
+        ),
+    ] = False,
+    with_scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--with-scheduler",
+            help="Also run the configured schedules; of several schedulers, one fires at a time.",
         ),
     ] = False,
 ) -> None:
@@ -67,6 +75,7 @@ def worker(
                 f"(configured: {', '.join(queue_set)})"
             )
     found = st.handlers(queue_set)
+    schedules = schedules_beside(st, settings, found) if with_scheduler else []
     broker = backend(settings)
     w = Worker(
         broker,
@@ -78,7 +87,10 @@ def worker(
         timeout_grace=settings.worker.timeout_grace,
         close_backend_on_shutdown=True,
     )
+    beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
     code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+    if beside is not None:
+        beside.stop()
     raise typer.Exit(code)
 
 

@@ -38,6 +38,7 @@ from queuey_core.jobs import Job
 from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
+from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 from queuey_core.worker import Worker, WorkerHandle
 
 __version__ = "0.1.0"
@@ -47,10 +48,12 @@ __all__ = [
     "BackendError",
     "Backoff",
     "BackoffKind",
+    "CatchUp",
     "Clock",
     "ConfigError",
     "ConsumerEnded",
     "ConsumerStoppedError",
+    "Cron",
     "DeadLetter",
     "DecodeError",
     "Deferred",
@@ -58,6 +61,7 @@ __all__ = [
     "DuplicateHandlerError",
     "EnqueueUnknownError",
     "Envelope",
+    "Every",
     "Fatal",
     "GiveUp",
     "Handler",
@@ -80,6 +84,8 @@ __all__ = [
     "RetryDecision",
     "RetryPolicy",
     "Retryable",
+    "Schedule",
+    "Scheduler",
     "Subscription",
     "SystemClock",
     "UndecodableDeadLetter",

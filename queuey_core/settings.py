@@ -45,6 +45,7 @@ from queuey_core.errors import ConfigError
 from queuey_core.limits import MAX_PRIORITY, MAX_UINT16, check_delay, check_positive
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, RetryPolicy
+from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger
 from queuey_core.urls import check_url, redact
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -176,6 +177,45 @@ class WorkerSettings(_Section):
     timeout_grace: Duration = 10.0
 
 
+class ScheduleSettings(_Section):
+    """One ``[schedules.NAME]`` table: a job fired on a cron, or every so often.
+
+    The payload is checked against the job's model where handlers are known
+    (:func:`queuey_core.schedules.build_schedules`), before any scheduler starts.
+    """
+
+    job: str = Field(min_length=1)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    priority: int | None = Field(default=None, ge=0, le=255)
+    cron: str | None = None
+    every: Duration | None = None
+    timezone: str | None = None
+    catch_up: CatchUp = CatchUp.LATEST
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ScheduleSettings:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("give either cron or every, not both and not neither")
+        if self.every is not None and self.timezone is not None:
+            raise ValueError("timezone applies to cron only (every is aligned to UTC)")
+        self.trigger()  # a bad cron, interval or time zone is reported now
+        return self
+
+    def trigger(self) -> Trigger:
+        """When this schedule's ticks fall."""
+        if self.cron is not None:
+            return Cron(self.cron, self.timezone or "UTC")
+        assert self.every is not None
+        return Every(self.every)
+
+
+class SchedulerSettings(_Section):
+    """``[scheduler]``: how schedulers elect the one that fires, and when a tick is late."""
+
+    heartbeat: int = Field(default=2, ge=1)
+    grace: Duration = 10.0
+
+
 _toml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "toml", default=None
 )
@@ -201,6 +241,8 @@ class Settings(BaseSettings):
     broker: BrokerSettings = BrokerSettings()
     worker: WorkerSettings = WorkerSettings()
     queues: dict[str, QueueSettings] = Field(default_factory=lambda: {"default": QueueSettings()})
+    scheduler: SchedulerSettings = SchedulerSettings()
+    schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

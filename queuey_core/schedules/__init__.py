@@ -1,0 +1,41 @@
+"""Periodic jobs: schedules fired exactly once per tick across many schedulers.
+
+One module a duty:
+
+* :mod:`.ticks`: when a schedule's ticks fall (cron in a time zone, or every so
+  often), which missed ticks to catch up, and each tick's job id; pure maths;
+* :mod:`.schedule`: :class:`Schedule`, and building schedules from ``[schedules.NAME]``
+  with each payload checked against its job model;
+* :mod:`.election` and :mod:`.state`: the protocols for electing the one scheduler
+  that fires and for keeping the last fired tick (on the broker, never in a file);
+  :mod:`.memory` implements both in-process for tests;
+* :mod:`.fire`: enqueueing a firing under its tick's job id;
+* :mod:`.scheduler`: :class:`Scheduler`, the loop.
+"""
+
+from __future__ import annotations
+
+from queuey_core.schedules.election import Election
+from queuey_core.schedules.memory import MemoryBallot, MemoryElection, MemoryScheduleState
+from queuey_core.schedules.schedule import Schedule, build_schedules, job_models
+from queuey_core.schedules.scheduler import Firing, Scheduler
+from queuey_core.schedules.state import ScheduleState
+from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger, firing_id
+
+__all__ = [
+    "CatchUp",
+    "Cron",
+    "Election",
+    "Every",
+    "Firing",
+    "MemoryBallot",
+    "MemoryElection",
+    "MemoryScheduleState",
+    "Schedule",
+    "ScheduleState",
+    "Scheduler",
+    "Trigger",
+    "build_schedules",
+    "firing_id",
+    "job_models",
+]

@@ -13,6 +13,10 @@ import pika
 
 from tests.harness import AMQP_URL
 
+#: The virtual host the tests use (from ``QUEUEY_TEST_AMQP_URL``): whatever they close or
+#: delete on the broker stays inside it, so engineers sharing one broker do not collide.
+VHOST: str = pika.URLParameters(AMQP_URL).virtual_host
+
 
 def rabbitmqctl(*args: str) -> str:
     """Run rabbitmqctl and return what it printed."""

@@ -23,7 +23,7 @@ from queuey_core import (
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, rabbitmqctl, unique
+from tests.integration.broker import VHOST, channel, delete_queues, rabbitmqctl, unique
 from tests.support import Running, start, wait_for
 
 pytestmark = pytest.mark.integration
@@ -54,7 +54,9 @@ def ready(rabbit: RabbitMQBackend) -> int:
 
 
 def close_all_connections() -> None:
-    rabbitmqctl("close_all_connections", "queuey fault test")
+    # Only the test vhost's: without -p, rabbitmqctl closes those of "/" whatever the
+    # tests use, and a shared broker's other users would lose theirs.
+    rabbitmqctl("close_all_connections", "-p", VHOST, "queuey fault test")
 
 
 class Seen:

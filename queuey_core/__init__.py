@@ -28,7 +28,7 @@ from queuey_core.jobs import Job
 from queuey_core.producer import Producer
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
-from queuey_core.worker import Worker, WorkerHandle
+from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 __version__ = "0.1.0"
 
@@ -55,6 +55,7 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobHandler",
+    "JobInfo",
     "JobTimeout",
     "ManualClock",
     "MemoryBackend",
@@ -73,6 +74,7 @@ __all__ = [
     "UnroutableError",
     "Worker",
     "WorkerHandle",
+    "WorkerHooks",
     "__version__",
     "handler",
 ]

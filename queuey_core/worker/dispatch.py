@@ -34,6 +34,7 @@ from queuey_core.jobs import Job
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler
 from queuey_core.worker.timeout import run_with_timeout
 
@@ -61,7 +62,9 @@ class Dispatcher:
         clock: Clock,
         job_timeout: float | None,
         timeout_grace: float,
+        hooks: HookRunner | None = None,
     ) -> None:
+        self._hooks = hooks if hooks is not None else HookRunner((), clock)
         self._routes = routes
         self._handle = handle
         self._clock = clock
@@ -79,6 +82,7 @@ class Dispatcher:
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
+            self._hooks.dead_lettered(delivery, f"no handler for job type {env.job_type!r}")
             self._settle(
                 delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
@@ -87,6 +91,7 @@ class Dispatcher:
             job = env.decode_job(route.job_type)
         except DecodeError as exc:
             logger.error("payload does not fit the job model: %s", exc, extra=fields)
+            self._hooks.dead_lettered(delivery, f"decode error: {exc}")
             self._settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
             return
 
@@ -102,6 +107,7 @@ class Dispatcher:
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
+        self._hooks.started(delivery)
         if timeout is None:
             outcome = call_handler(route.handler, job, ctx)
         else:
@@ -125,6 +131,7 @@ class Dispatcher:
 
         def on_stuck() -> None:
             self._handle._add_stuck(1)
+            self._hooks.timed_out(delivery, timed_out.error)
             logger.error(
                 "job thread still running %gs after its timeout; settling it as timed "
                 "out, its slot stays taken until the thread returns",
@@ -152,6 +159,8 @@ class Dispatcher:
         if outcome is None:
             self._handle._add_stuck(-1)
             logger.warning("stuck job thread returned at last", extra=fields)
+        elif outcome is timed_out:
+            self._hooks.timed_out(delivery, timed_out.error)
         return outcome
 
     def _settle_outcome(
@@ -161,14 +170,17 @@ class Dispatcher:
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
+            self._hooks.succeeded(delivery)
             self._settle(delivery.ack, (), fields)
         elif kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=fields)
+            self._hooks.dead_lettered(delivery, f"fatal error: {outcome.error}", outcome.error)
             self._settle(delivery.dead_letter, (f"fatal error: {outcome.error}",), fields)
         elif kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
             # comes back at its queue's top priority.
             logger.info("job deferred for %gs: %s", outcome.delay, outcome.error, extra=fields)
+            self._hooks.deferred(delivery, outcome.error, outcome.delay)
             self._settle(
                 delivery.defer,
                 (env.deferred(route.queue.top_priority), outcome.delay),
@@ -187,6 +199,7 @@ class Dispatcher:
                     f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
                     f"{env.attempt}: {outcome.error}"
                 )
+                self._hooks.dead_lettered(delivery, reason, outcome.error)
                 self._settle(delivery.dead_letter, (reason,), fields)
             else:
                 logger.warning(
@@ -195,6 +208,7 @@ class Dispatcher:
                     outcome.error,
                     extra=fields,
                 )
+                self._hooks.failed(delivery, outcome.error, decision.delay)
                 self._settle(delivery.retry, (env.next_attempt(), decision.delay), fields)
 
     def _settle(

@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from queuey_cli.output import Exit
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
 from queuey_core.settings import duration
+
+if TYPE_CHECKING:
+    from queuey_core.observability import MetricsServer, WorkerMetrics
 
 logger = logging.getLogger("queuey.worker")
 
@@ -39,6 +42,15 @@ def worker(
             help="Stop once the chosen queues are empty and no retry or deferral is held (exit 0)."
         ),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve /metrics, /healthz and /readyz on this port (0: any free one, "
+            "logged). Default: [worker] metrics_port, else off.",
+        ),
+    ] = None,
 ) -> None:
     """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
     overrides: dict[str, Any] = {}
@@ -54,6 +66,8 @@ def worker(
         except ValueError as exc:
             raise usage(str(exc)) from None
         overrides.setdefault("worker", {})["job_timeout"] = seconds
+    if metrics_port is not None:
+        overrides.setdefault("worker", {})["metrics_port"] = metrics_port
     st = state(ctx)
     settings = st.settings(**overrides)
     queue_set = settings.queue_set()
@@ -67,19 +81,41 @@ def worker(
                 f"(configured: {', '.join(queue_set)})"
             )
     found = st.handlers(queue_set)
-    broker = backend(settings)
-    w = Worker(
-        broker,
-        queue_set,
-        [d.handler for d in found],
-        consume=consume,
-        concurrency=settings.worker.concurrency,
-        job_timeout=settings.worker.job_timeout,
-        timeout_grace=settings.worker.timeout_grace,
-        close_backend_on_shutdown=True,
-    )
-    code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+    metrics, server = _serve_metrics(settings.worker.metrics_port)
+    try:
+        broker = backend(settings)
+        w = Worker(
+            broker,
+            queue_set,
+            [d.handler for d in found],
+            consume=consume,
+            concurrency=settings.worker.concurrency,
+            job_timeout=settings.worker.job_timeout,
+            timeout_grace=settings.worker.timeout_grace,
+            close_backend_on_shutdown=True,
+            hooks=[metrics] if metrics is not None else (),
+        )
+        code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+    finally:
+        if server is not None:
+            server.close()
     raise typer.Exit(code)
+
+
+def _serve_metrics(port: int | None) -> tuple[WorkerMetrics | None, MetricsServer | None]:
+    """The worker's metrics and their HTTP server, started, when a port is set.
+
+    Started before the broker is reached, so a container's health check sees a live
+    process (not ready yet) while the worker connects; a port that cannot be used stops
+    everything before that (exit 2).
+    """
+    if port is None:
+        return None, None
+    # Imported here: a worker without metrics does not pay for prometheus_client.
+    from queuey_core.observability import MetricsServer, WorkerMetrics  # noqa: PLC0415
+
+    metrics = WorkerMetrics()
+    return metrics, MetricsServer(metrics, port=port).start()
 
 
 def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:

@@ -174,15 +174,20 @@ def own_user() -> Iterator[str]:
 
 def consumer_connection(user: str) -> tuple[str, str]:
     """(rabbit pid, connection_name) of the one consumer connection ``user`` holds."""
-    rows = list_json("connections", "pid", "user", "vhost", "client_properties")
+    rows = list_json("connections", "name", "user", "client_properties")
     found = []
     for row in rows:
         props = row.get("client_properties") or []
         names = [value for key, _type, value in props if key == "connection_name"]
         if row["user"] == user and names and names[0].startswith("queuey consumer "):
-            found.append((row["pid"], names[0]))
+            found.append((row["name"], names[0]))
     assert len(found) == 1, f"expected one consumer connection of {user}, got {found}"
-    return found[0]
+    peer, connection_name = found[0]
+    # close_connection wants the pid as the text listing prints it (the JSON one differs).
+    listing = rabbitmqctl("list_connections", "-q", "--no-table-headers", "pid", "name")
+    pids = [line.split("\t")[0] for line in listing.splitlines() if line.endswith(f"\t{peer}")]
+    assert len(pids) == 1, listing
+    return pids[0], connection_name
 
 
 def test_readiness_follows_consuming_a_lost_connection_and_draining(
@@ -251,51 +256,47 @@ def test_readiness_follows_consuming_a_lost_connection_and_draining(
         rabbit.close()
 
 
-def test_queuey_worker_serves_metrics_from_its_own_process(
-    queues: QueueSet, tmp_path: Path
-) -> None:
+def test_queuey_worker_serves_metrics_from_its_own_process(tmp_path: Path) -> None:
+    require_broker()
+    queue = "default"  # where the example handlers' jobs go
+    delete_queues(queue)
     config = tmp_path / "queuey.toml"
     config.write_text(
-        f'[broker]\nurl = "{AMQP_URL}"\nheartbeat = 10\n\n[queues."{QNAME}"]\nprefetch = 2\n'
+        f'[broker]\nurl = "{AMQP_URL}"\nheartbeat = 10\n\n[queues.{queue}]\nprefetch = 2\n'
     )
     env = {**os.environ, "QUEUEY_WORKER__METRICS_PORT": "0"}
     env.pop("QUEUEY_CONFIG", None)
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "queuey"),
-            "--config",
-            str(config),
-            "--log-format",
-            "json",
-            "worker",
-            "--queues",
-            QNAME,
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    queuey = str(Path(sys.executable).parent / "queuey")
+    args = ["--config", str(config), "--log-format", "json", "worker"]
+    proc = subprocess.Popen([queuey, *args], env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
     reader.start()
+
+    def url() -> str | None:
+        for line in list(lines):
+            if line.startswith("{") and "metrics_url" in line:
+                return str(json.loads(line)["metrics_url"])
+        return None
+
     try:
-
-        def url() -> str | None:
-            for line in list(lines):
-                if line.startswith("{") and "metrics_url" in line:
-                    return str(json.loads(line)["metrics_url"])
-            return None
-
         wait_for(lambda: url() is not None or proc.poll() is not None, timeout=30)
         found = url()
         assert found is not None, "".join(lines)
         base = found.replace("0.0.0.0", "127.0.0.1")
         wait_for(lambda: check(base, "/readyz")[0] == 200, timeout=30)
+        enqueue = [queuey, "--config", str(config), "enqueue", "greet", '{"name": "ada"}']
+        subprocess.run(enqueue, env=env, check=True, capture_output=True, timeout=60)
+
+        def greeted() -> float:
+            return sample(scrape(base), "queuey_jobs_total", job_type="greet", outcome="succeeded")
+
+        wait_for(lambda: greeted() == 1, timeout=30)
         got = scrape(base)
         assert sample(got, "queuey_worker_concurrency") == 2
         assert sample(got, "queuey_worker_state", state="consuming") == 1
         assert sample(got, "queuey_broker_connection_up", connection="consumer") == 1
-        rows = list_json("connections", "vhost", "client_properties")
+        rows = list_json("connections", "client_properties")
         names = {
             value
             for row in rows
@@ -307,4 +308,5 @@ def test_queuey_worker_serves_metrics_from_its_own_process(
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)
         reader.join(5)
+        delete_queues(queue)
     assert code == 0, "".join(lines)

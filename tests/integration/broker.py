@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import pika
 
@@ -16,6 +17,8 @@ from tests.harness import AMQP_URL
 #: The virtual host the tests use (from ``QUEUEY_TEST_AMQP_URL``): whatever they close or
 #: delete on the broker stays inside it, so engineers sharing one broker do not collide.
 VHOST: str = pika.URLParameters(AMQP_URL).virtual_host
+#: ``host:port`` of the test broker, for URLs the tests make up (other vhosts, users).
+HOSTPORT: str = f"{urlsplit(AMQP_URL).hostname}:{urlsplit(AMQP_URL).port or 5672}"
 
 
 def rabbitmqctl(*args: str) -> str:
@@ -27,8 +30,10 @@ def rabbitmqctl(*args: str) -> str:
 
 
 def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
-    """``rabbitmqctl list_<kind>`` as a list of dicts."""
-    out = rabbitmqctl(f"list_{kind}", "--formatter", "json", *fields)
+    """``rabbitmqctl list_<kind>`` as a list of dicts (of the test vhost, where that
+    applies: connections are listed for every vhost)."""
+    scope = [] if kind == "connections" else ["-p", VHOST]
+    out = rabbitmqctl(f"list_{kind}", *scope, "--formatter", "json", *fields)
     rows: list[dict[str, Any]] = json.loads(out)
     for row in rows:
         # Arguments come as [name, type, value] triples.

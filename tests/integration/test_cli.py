@@ -24,15 +24,15 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
+from tests.integration.broker import HOSTPORT, rabbitmqctl
 from tests.integration.broker import VHOST as BASE_VHOST
-from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
 
 # A vhost of its own beside the test vhost, so two people sharing a broker never delete
 # each other's.
 VHOST = "queuey-cli-test" if BASE_VHOST == "/" else f"{BASE_VHOST}.cli"
-URL = f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
+URL = f"amqp://guest:guest@{HOSTPORT}/{VHOST}"
 CONFIG = f"""
 [broker]
 url = "{URL}"

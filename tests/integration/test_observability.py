@@ -47,7 +47,14 @@ from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.observability import MetricsServer, WorkerMetrics
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import VHOST, delete_queues, list_json, rabbitmqctl, unique
+from tests.integration.broker import (
+    HOSTPORT,
+    VHOST,
+    delete_queues,
+    list_json,
+    rabbitmqctl,
+    unique,
+)
 from tests.support import Running, start, wait_for
 
 pytestmark = pytest.mark.integration
@@ -165,9 +172,11 @@ def own_user() -> Iterator[str]:
     rabbitmqctl("add_user", user, password)
     try:
         rabbitmqctl("set_permissions", "-p", VHOST, user, ".*", ".*", ".*")
-        parts = urllib.parse.urlsplit(AMQP_URL)
-        host = parts.hostname or "127.0.0.1"
-        yield parts._replace(netloc=f"{user}:{password}@{host}:{parts.port or 5672}").geturl()
+        yield (
+            urllib.parse.urlsplit(AMQP_URL)
+            ._replace(netloc=f"{user}:{password}@{HOSTPORT}")
+            .geturl()
+        )
     finally:
         rabbitmqctl("delete_user", user)
 

@@ -27,7 +27,7 @@ from queuey_core import (
 from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, list_json, unique
+from tests.integration.broker import HOSTPORT, channel, delete_queues, list_json, unique
 from tests.support import start, wait_for
 
 pytestmark = pytest.mark.integration
@@ -153,7 +153,7 @@ def test_an_unreachable_broker_is_one_clear_error_without_the_password() -> None
 def test_wrong_credentials_are_one_clear_error_without_the_password() -> None:
     require_broker()
     with pytest.raises(BackendError) as err:
-        RabbitMQBackend("amqp://guest:wrong-s3cret@127.0.0.1:5672/%2F", connect_timeout=2)
+        RabbitMQBackend(f"amqp://guest:wrong-s3cret@{HOSTPORT}/%2F", connect_timeout=2)
     assert "refused the credentials" in str(err.value)
     assert "wrong-s3cret" not in str(err.value)
 

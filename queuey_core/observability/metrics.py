@@ -79,6 +79,9 @@ class WorkerMetrics(WorkerHooks):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.status = WorkerStatus()
         self._known: frozenset[str] = frozenset()
+        # The series of each label value, looked up once: labels() costs more than the
+        # increment itself, several times a job.
+        self._series: dict[str, _Series] = {}
         r = self.registry
         self._jobs = Counter(
             "queuey_jobs",
@@ -121,19 +124,20 @@ class WorkerMetrics(WorkerHooks):
         """The ``job_type`` label for ``job_type``: itself if it has a handler here."""
         return job_type if job_type in self._known else UNKNOWN
 
+    def _of(self, job_type: str) -> _Series:
+        label = self.label(job_type)
+        series = self._series.get(label)
+        if series is None:
+            series = self._series.setdefault(label, _Series(self, label))
+        return series
+
     # -- worker events -----------------------------------------------------------------
 
     def on_worker_starting(self, worker: Worker) -> None:
         """See :class:`WorkerHooks`: learns the job types, and starts their series at 0."""
         self._known = worker.job_types
         for job_type in sorted(self._known | {UNKNOWN}):
-            for outcome in OUTCOMES:
-                self._jobs.labels(job_type, outcome)
-            self._timeouts.labels(job_type)
-            self._duration.labels(job_type)
-            self._running.labels(job_type)
-        for job_type in sorted(self._known):
-            self._latency.labels(job_type)
+            self._of(job_type)
         self.status.on_worker_starting(worker)
 
     def on_worker_consuming(self, worker: Worker) -> None:
@@ -152,10 +156,10 @@ class WorkerMetrics(WorkerHooks):
 
     def on_job_started(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        label = self.label(job.job_type)
-        self._running.labels(label).inc()
-        if job.attempt == 1 and job.deferrals == 0:
-            self._latency.labels(label).observe(job.age)
+        series = self._of(job.job_type)
+        series.running.inc()
+        if series.latency is not None and job.attempt == 1 and job.deferrals == 0:
+            series.latency.observe(job.age)
 
     def on_job_succeeded(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
@@ -175,14 +179,26 @@ class WorkerMetrics(WorkerHooks):
 
     def on_job_timed_out(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        self._timeouts.labels(self.label(job.job_type)).inc()
+        self._of(job.job_type).timeouts.inc()
 
     def _ended(self, job: JobInfo, outcome: str) -> None:
-        label = self.label(job.job_type)
-        self._jobs.labels(label, outcome).inc()
+        series = self._of(job.job_type)
+        series.jobs[outcome].inc()
         if job.duration is not None:  # it ran (and was counted running)
-            self._running.labels(label).dec()
-            self._duration.labels(label).observe(job.duration)
+            series.running.dec()
+            series.duration.observe(job.duration)
+
+
+class _Series:
+    """The children of every job metric for one ``job_type`` label value."""
+
+    def __init__(self, metrics: WorkerMetrics, label: str) -> None:
+        self.jobs = {outcome: metrics._jobs.labels(label, outcome) for outcome in OUTCOMES}
+        self.timeouts = metrics._timeouts.labels(label)
+        self.duration = metrics._duration.labels(label)
+        self.running = metrics._running.labels(label)
+        # A job without a handler never starts: "unknown" gets no latency series.
+        self.latency = metrics._latency.labels(label) if label != UNKNOWN else None
 
 
 class _WorkerCollector(Collector):

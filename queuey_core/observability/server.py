@@ -73,7 +73,11 @@ class MetricsServer:
         )
         self._thread.daemon = True
         self._thread.start()
-        logger.info("serving /metrics, /healthz and /readyz", extra={"metrics_url": self.url})
+        logger.info(
+            "serving /metrics, /healthz and /readyz on %s",
+            self.url,
+            extra={"metrics_url": self.url},
+        )
         return self
 
     def close(self) -> None:

@@ -48,7 +48,7 @@ def worker(
             min=0,
             max=65535,
             help="Serve /metrics, /healthz and /readyz on this port (0: any free one, "
-            "logged). Default: [worker] metrics_port, else off.",
+            "logged). Default: worker.metrics_port in the config, else off.",
         ),
     ] = None,
 ) -> None:

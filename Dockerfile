@@ -19,6 +19,14 @@ RUN pip install . ./handlers \
  && useradd --create-home --uid 10001 --user-group queuey
 
 USER queuey
+# The worker serves /metrics, /healthz and /readyz on this port (docs/operations.md).
+# The health check asks /healthz: unhealthy only when a restart would help (a dead run
+# loop or connection thread, recovery given up), not while draining or reconnecting.
+# The image has no curl: Python's urllib asks, and a refusal or a 503 exits 1.
+ENV QUEUEY_WORKER__METRICS_PORT=9191
+EXPOSE 9191
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ['QUEUEY_WORKER__METRICS_PORT'], timeout=4)"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["queuey"]
 CMD ["worker"]

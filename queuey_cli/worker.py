@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from queuey_cli.scheduler import run_beside, schedules_beside
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
 from queuey_core.settings import duration
+
+if TYPE_CHECKING:
+    from queuey_core.observability import MetricsServer, WorkerMetrics
 
 logger = logging.getLogger("queuey.worker")
 
@@ -47,6 +50,15 @@ def worker(
             help="Also run the configured schedules; of several schedulers, one fires at a time.",
         ),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve /metrics, /healthz and /readyz on this port (0: any free one, "
+            "logged). Default: worker.metrics_port in the config, else off.",
+        ),
+    ] = None,
 ) -> None:
     """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
     overrides: dict[str, Any] = {}
@@ -62,6 +74,8 @@ def worker(
         except ValueError as exc:
             raise usage(str(exc)) from None
         overrides.setdefault("worker", {})["job_timeout"] = seconds
+    if metrics_port is not None:
+        overrides.setdefault("worker", {})["metrics_port"] = metrics_port
     st = state(ctx)
     settings = st.settings(**overrides)
     queue_set = settings.queue_set()
@@ -76,22 +90,44 @@ def worker(
             )
     found = st.handlers(queue_set)
     schedules = schedules_beside(st, settings, found) if with_scheduler else []
-    broker = backend(settings)
-    w = Worker(
-        broker,
-        queue_set,
-        [d.handler for d in found],
-        consume=consume,
-        concurrency=settings.worker.concurrency,
-        job_timeout=settings.worker.job_timeout,
-        timeout_grace=settings.worker.timeout_grace,
-        close_backend_on_shutdown=True,
-    )
-    beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
-    code = _run(w, broker, settings.worker.shutdown_timeout, burst)
-    if beside is not None:
-        beside.stop()
+    metrics, server = _serve_metrics(settings.worker.metrics_port)
+    try:
+        broker = backend(settings)
+        w = Worker(
+            broker,
+            queue_set,
+            [d.handler for d in found],
+            consume=consume,
+            concurrency=settings.worker.concurrency,
+            job_timeout=settings.worker.job_timeout,
+            timeout_grace=settings.worker.timeout_grace,
+            close_backend_on_shutdown=True,
+            hooks=[metrics] if metrics is not None else (),
+        )
+        beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
+        code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+        if beside is not None:
+            beside.stop()
+    finally:
+        if server is not None:
+            server.close()
     raise typer.Exit(code)
+
+
+def _serve_metrics(port: int | None) -> tuple[WorkerMetrics | None, MetricsServer | None]:
+    """The worker's metrics and their HTTP server, started, when a port is set.
+
+    Started before the broker is reached, so a container's health check sees a live
+    process (not ready yet) while the worker connects; a port that cannot be used stops
+    everything before that (exit 2).
+    """
+    if port is None:
+        return None, None
+    # Imported here: a worker without metrics does not pay for prometheus_client.
+    from queuey_core.observability import MetricsServer, WorkerMetrics  # noqa: PLC0415
+
+    metrics = WorkerMetrics()
+    return metrics, MetricsServer(metrics, port=port).start()
 
 
 def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:

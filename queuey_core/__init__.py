@@ -39,7 +39,7 @@ from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
 from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
-from queuey_core.worker import Worker, WorkerHandle
+from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,7 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobHandler",
+    "JobInfo",
     "JobTimeout",
     "ManualClock",
     "MemoryBackend",
@@ -93,6 +94,7 @@ __all__ = [
     "UnroutableError",
     "Worker",
     "WorkerHandle",
+    "WorkerHooks",
     "__version__",
     "handler",
     "job_id_for",

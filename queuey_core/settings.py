@@ -175,6 +175,8 @@ class WorkerSettings(_Section):
     job_timeout: Timeout | None = 300.0
     shutdown_timeout: Timeout = 25.0
     timeout_grace: Duration = 10.0
+    # /metrics, /healthz and /readyz on this port (every interface); off when unset.
+    metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
 
 
 class ScheduleSettings(_Section):

@@ -70,12 +70,12 @@ catch_up = "all"
         ),
         (
             'job = "test.greet"\npayload = { name = "ada" }\nevery = "1m"\ncron = "* * * * *"',
-            "schedules.broken: Value error, give either cron or every",
+            "schedules.broken: give either cron or every",
         ),
         ('job = "test.greet"\npayload = { name = "ada" }', "give either cron or every"),
         (
             'job = "test.greet"\npayload = { name = "ada" }\ncron = "*/5 * * *"',
-            "schedules.broken: Value error, cron '*/5 * * *' must have five fields",
+            "schedules.broken: cron '*/5 * * *' must have five fields",
         ),
         (
             'job = "test.greet"\npayload = { name = "ada" }\ncron = "0 3 * * *"\n'

@@ -9,12 +9,14 @@ The behaviour is the seed's, the original Rust runtime kept in this repository a
 * :mod:`.outcome`: how a handler's run ended, told apart;
 * :mod:`.redelivery`: counting messages that come back unsettled, so none loops for ever;
 * :mod:`.timeout`: job timeouts, and threads that ignore them;
-* :mod:`.handle`: :class:`WorkerHandle`, shutdown from another thread and the counters.
+* :mod:`.handle`: :class:`WorkerHandle`, shutdown from another thread and the counters;
+* :mod:`.hooks`: :class:`WorkerHooks`, what library users are told as jobs run.
 """
 
 from __future__ import annotations
 
 from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
 from queuey_core.worker.runner import Worker
 
-__all__ = ["Worker", "WorkerHandle"]
+__all__ = ["JobInfo", "Worker", "WorkerHandle", "WorkerHooks"]

@@ -52,6 +52,7 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, describe
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
@@ -80,7 +81,9 @@ class Dispatcher:
         clock: Clock,
         job_timeout: float | None,
         timeout_grace: float,
+        hooks: HookRunner | None = None,
     ) -> None:
+        self._hooks = hooks if hooks is not None else HookRunner((), clock)
         self._routes = routes
         self._handle = handle
         self._clock = clock
@@ -116,6 +119,7 @@ class Dispatcher:
                 extra=fields,
             )
             reason = f"redelivered {redeliveries} times without being settled"
+            self._hooks.dead_lettered(delivery, reason)
             self._settle(delivery.dead_letter, (reason,), fields)
             return
         if env.queue != queue:
@@ -123,11 +127,13 @@ class Dispatcher:
             reason = (
                 f"envelope queue {env.queue!r} is not the queue it was delivered from ({queue!r})"
             )
+            self._hooks.dead_lettered(delivery, reason)
             self._settle(delivery.dead_letter, (reason,), fields)
             return
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
+            self._hooks.dead_lettered(delivery, f"no handler for job type {env.job_type!r}")
             self._settle(
                 delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
@@ -136,6 +142,7 @@ class Dispatcher:
             job = env.decode_job(route.job_type)
         except DecodeError as exc:
             logger.error("payload does not fit the job model: %s", exc, extra=fields)
+            self._hooks.dead_lettered(delivery, f"decode error: {exc}")
             self._settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
             return
 
@@ -152,6 +159,7 @@ class Dispatcher:
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
+        self._hooks.started(delivery)
         if timeout is None:
             try:
                 outcome = call_handler(route.handler, job, ctx)
@@ -178,6 +186,7 @@ class Dispatcher:
 
         def on_stuck() -> None:
             self._handle._add_stuck(1)
+            self._hooks.timed_out(delivery, timed_out.error)
             logger.error(
                 "job thread still running %gs after its timeout; settling it as timed "
                 "out, its slot stays taken until the thread returns",
@@ -205,6 +214,8 @@ class Dispatcher:
         if outcome is None:
             self._handle._add_stuck(-1)
             logger.warning("stuck job thread returned at last", extra=fields)
+        elif outcome is timed_out:
+            self._hooks.timed_out(delivery, timed_out.error)
         return outcome
 
     def _settle_outcome(
@@ -220,6 +231,7 @@ class Dispatcher:
                 f"({_kind_cause(outcome)}: {outcome.error})"
             )
             logger.error("%s; dead-lettering", reason, extra=fields)
+            self._hooks.dead_lettered(delivery, reason, outcome.error)
             operation, args = delivery.dead_letter, (reason,)
         self._settle(operation, args, fields)
 
@@ -231,15 +243,18 @@ class Dispatcher:
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
+            self._hooks.succeeded(delivery)
             return delivery.ack, ()
         if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=fields)
+            self._hooks.dead_lettered(delivery, f"fatal error: {outcome.error}", outcome.error)
             return delivery.dead_letter, (f"fatal error: {outcome.error}",)
         if kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
             # comes back at its queue's top priority.
             _check_delay("deferral", outcome.delay)
             logger.info("job deferred for %gs: %s", outcome.delay, outcome.error, extra=fields)
+            self._hooks.deferred(delivery, outcome.error, outcome.delay)
             return delivery.defer, (env.deferred(route.queue.top_priority), outcome.delay)
         decision = route.policy.decide(env.attempt)
         if isinstance(decision, GiveUp):
@@ -253,11 +268,13 @@ class Dispatcher:
                 f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
                 f"{env.attempt}: {outcome.error}"
             )
+            self._hooks.dead_lettered(delivery, reason, outcome.error)
             return delivery.dead_letter, (reason,)
         _check_delay("retry", decision.delay)
         logger.warning(
             "job failed; retrying in %.3gs: %s", decision.delay, outcome.error, extra=fields
         )
+        self._hooks.failed(delivery, outcome.error, decision.delay)
         return delivery.retry, (env.next_attempt(), decision.delay)
 
     def _settle(

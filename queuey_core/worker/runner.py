@@ -26,6 +26,7 @@ from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.hooks import HookRunner, WorkerHooks
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class Worker:
         close_backend_on_shutdown: close the backend when ``run()`` returns (off by
             default: the backend is usually shared with a Producer).
         clock: time source for timeouts (a manual clock in tests).
+        hooks: told of every job's start and outcome and of the worker's lifecycle, in
+            order (see :class:`WorkerHooks`); one that raises is logged and ignored.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Worker:
         timeout_grace: float = 10.0,
         close_backend_on_shutdown: bool = False,
         clock: Clock | None = None,
+        hooks: Iterable[WorkerHooks] = (),
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -84,12 +88,14 @@ class Worker:
         self._close_backend = close_backend_on_shutdown
         self._clock: Clock = clock or SystemClock()
         self._handle = WorkerHandle()
+        self._hooks = HookRunner(hooks, self._clock)
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,
             clock=self._clock,
             job_timeout=job_timeout,
             timeout_grace=timeout_grace,
+            hooks=self._hooks,
         )
         backend.declare(self._queues)
 
@@ -107,6 +113,16 @@ class Worker:
     def handle(self) -> WorkerHandle:
         """A handle to stop this worker from another thread and read its counters."""
         return self._handle
+
+    @property
+    def backend(self) -> Backend:
+        """Where this worker's deliveries come from."""
+        return self._backend
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The job types this worker has a handler for."""
+        return frozenset(self._routes)
 
     def __repr__(self) -> str:
         return (
@@ -129,6 +145,7 @@ class Worker:
             BackendError: a consumer could not be started.
         """
         handle = self._handle
+        self._hooks.worker_starting(self)
         logger.info(
             "worker starting",
             extra={
@@ -175,11 +192,13 @@ class Worker:
                 ]
                 for thread in threads:
                     thread.start()
+                self._hooks.worker_consuming(self)
                 stopping.wait()
 
             # Stop the consumers first, then drain: a delivery that reached `events` has
             # left the broker's hands and must still be settled.
             logger.debug("worker draining")
+            self._hooks.worker_draining(self)
             for sub in subscriptions:
                 try:
                     sub.cancel()
@@ -205,6 +224,7 @@ class Worker:
                 logger.warning("backend close failed", exc_info=True)
                 error = error or exc
         logger.info("worker stopped", extra={"settle_failures": handle.settle_failures()})
+        self._hooks.worker_stopped(self)
         if error is not None:
             raise error
 

@@ -8,10 +8,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import pika
 
 from tests.harness import AMQP_URL, VHOST
+
+#: ``host:port`` of the test broker, for URLs the tests make up (other vhosts, users).
+HOSTPORT: str = f"{urlsplit(AMQP_URL).hostname}:{urlsplit(AMQP_URL).port or 5672}"
 
 
 def rabbitmqctl(*args: str) -> str:
@@ -23,8 +27,10 @@ def rabbitmqctl(*args: str) -> str:
 
 
 def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
-    """``rabbitmqctl list_<kind>`` of the tests' virtual host, as a list of dicts."""
-    out = rabbitmqctl(f"list_{kind}", "-p", VHOST, "--formatter", "json", *fields)
+    """``rabbitmqctl list_<kind>`` as a list of dicts (of the test vhost, where that
+    applies: connections are listed for every vhost)."""
+    scope = [] if kind == "connections" else ["-p", VHOST]
+    out = rabbitmqctl(f"list_{kind}", *scope, "--formatter", "json", *fields)
     rows: list[dict[str, Any]] = json.loads(out)
     for row in rows:
         # Arguments come as [name, type, value] triples.

@@ -9,6 +9,8 @@ at the end of the ladder), or wait on the broker without a time bound.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +22,7 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
+from queuey_core import __version__
 from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Sink
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
@@ -31,7 +34,7 @@ from queuey_core.backends.rabbitmq.confirms import (
 )
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
-from queuey_core.backends.rabbitmq.link import Result
+from queuey_core.backends.rabbitmq.link import LinkStatus, Result
 from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
@@ -451,7 +454,7 @@ class RabbitMQBackend:
         params.blocked_connection_timeout = max(self.publish_timeout, 30.0)
         params.connection_attempts = 1
         params.socket_timeout = self._connect_timeout
-        params.client_properties = {"connection_name": f"queuey {role}"}
+        params.client_properties = {"connection_name": f"queuey {role} {_whoami()}"}
         return params
 
     def _publisher_link(self) -> PublisherLink:
@@ -488,6 +491,21 @@ class RabbitMQBackend:
             "connect_timeout": self._connect_timeout,
             "recovery_timeout": self._recovery_timeout,
         }
+
+    # -- observability -----------------------------------------------------------------
+
+    def connection_status(self) -> dict[str, LinkStatus]:
+        """The consumer and publisher connections opened so far, by role: their state,
+        reconnections and I/O thread (for health checks and metrics; never blocks)."""
+        with self._lock:
+            links = {"consumer": self._consumer, "publisher": self._publisher}
+        return {role: link.status() for role, link in links.items() if link is not None}
+
+
+def _whoami() -> str:
+    """Who opens a connection, for the management UI: the machine, the process (read
+    at each call: a forked child is another process), the version."""
+    return f"host={socket.gethostname()} pid={os.getpid()} v={__version__}"
 
 
 def _encodable(pub: Pub) -> Pub:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import pika
 import pika.exceptions
@@ -80,6 +80,20 @@ class Result(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
+class LinkStatus(NamedTuple):
+    """A link as health checks and metrics see it.
+
+    ``state``: ``"connecting"`` (never opened yet), ``"open"``, ``"reconnecting"`` (lost,
+    recovering), ``"dead"`` (recovery gave up) or ``"closed"`` (closed on purpose).
+    """
+
+    state: str
+    reconnects: int
+    """Connections regained after a loss since the link was made."""
+    thread_alive: bool
+    """Whether the link's I/O thread is running."""
+
+
 class Link:
     """One AMQP connection, owned by one thread running a pika ``SelectConnection``.
 
@@ -117,6 +131,7 @@ class Link:
         #: What made recovery give up (pika's error), once it has.
         self.gave_up_because: BaseException | None = None
         self._ever_opened = False
+        self._reconnects = 0
         self._ready = threading.Event()
         self._requests: collections.deque[Callable[[], None]] = collections.deque()
         self._lost_at: float | None = None
@@ -243,6 +258,8 @@ class Link:
                 "reconnected to RabbitMQ",
                 extra={"link": self._name, "after": time.monotonic() - self._lost_at},
             )
+        if self._ever_opened:
+            self._reconnects += 1
         self._ever_opened = True
         self._lost_at = None
         with self._lock:
@@ -334,6 +351,22 @@ class Link:
 
     def on_closing_while_down(self) -> None:
         """The link is being closed on purpose while it has no connection."""
+
+    # -- any thread, read-only ------------------------------------------------------------
+
+    def status(self) -> LinkStatus:
+        """The link's state, regained connections and thread, without waiting on it."""
+        if self._closing:
+            state = "closed"
+        elif self._dead is not None:
+            state = "dead"
+        elif not self._ever_opened:
+            state = "connecting"
+        elif self._lost_at is not None:
+            state = "reconnecting"
+        else:
+            state = "open"
+        return LinkStatus(state, self._reconnects, self._thread.is_alive())
 
 
 def refused_access(error: BaseException) -> bool:

@@ -1,0 +1,133 @@
+"""The HTTP endpoint of a worker: ``/metrics``, ``/healthz`` and ``/readyz`` on one port.
+
+Owns: the listening socket and the thread that serves it. ``/metrics`` is Prometheus's
+text format (or OpenMetrics, gzip, when the scraper asks); ``/healthz`` and ``/readyz``
+answer 200 or 503 with a JSON body saying what was checked (see
+:mod:`queuey_core.observability.health`). Must never: share prometheus_client's global
+registry, or let a slow scrape hold up the worker (each request runs on a thread of its
+own and only reads).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from prometheus_client.exposition import MetricsHandler
+
+from queuey_core.errors import ConfigError
+from queuey_core.observability.health import Check
+from queuey_core.observability.metrics import WorkerMetrics
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsServer:
+    """Serves one worker's metrics and health over HTTP, on a thread of its own.
+
+    Args:
+        metrics: the worker's metrics (also the source of its health).
+        port: the TCP port; 0 picks a free one (read it back from :attr:`port`).
+        host: the address to listen on; the default, every interface, lets Prometheus
+            and a container's health check reach it.
+    """
+
+    def __init__(self, metrics: WorkerMetrics, *, port: int, host: str = "0.0.0.0") -> None:
+        self._metrics = metrics
+        self._host = host
+        self._requested = port
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one the system chose, if it was given 0)."""
+        if self._server is None:
+            return self._requested
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Where it listens, e.g. ``http://0.0.0.0:9191``."""
+        return f"http://{self._host}:{self.port}"
+
+    def start(self) -> MetricsServer:
+        """Listen and serve in the background.
+
+        Raises:
+            ConfigError: the port cannot be listened on (in use, or not allowed).
+        """
+        try:
+            server = ThreadingHTTPServer((self._host, self._requested), _handler(self._metrics))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {self._host}:{self._requested}: {exc.strerror or exc}"
+            ) from None
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="queuey-metrics"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        logger.info(
+            "serving /metrics, /healthz and /readyz on %s",
+            self.url,
+            extra={"metrics_url": self.url},
+        )
+        return self
+
+    def close(self) -> None:
+        """Stop listening; returns once the serving thread has ended."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> MetricsServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _handler(metrics: WorkerMetrics) -> type[MetricsHandler]:
+    """A request handler bound to ``metrics``."""
+
+    class Handler(MetricsHandler):
+        registry = metrics.registry
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            if path == "/metrics":
+                super().do_GET()
+            elif path == "/healthz":
+                self._check(metrics.status.liveness())
+            elif path == "/readyz":
+                self._check(metrics.status.readiness())
+            else:
+                self._send(404, b"not found: /metrics, /healthz or /readyz\n", "text/plain")
+
+        def _check(self, check: Check) -> None:
+            self._send(200 if check.ok else 503, check.body(), "application/json")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler

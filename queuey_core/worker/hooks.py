@@ -1,0 +1,225 @@
+"""Lifecycle hooks: what a library user (or queuey's own metrics) is told as jobs run.
+
+Subclass :class:`WorkerHooks`, override the methods you need (every one is a no-op), and
+give instances to ``Worker(..., hooks=[...])``. Job events carry a frozen
+:class:`JobInfo`; worker events carry the :class:`~queuey_core.worker.Worker` itself.
+
+Owns: the hook protocol, the info handed to hooks, and :class:`HookRunner`, which calls
+every hook in order and times each job. Must never: let a hook's exception (or its
+return value) reach the worker: a hook that raises is logged and skipped, and the job's
+outcome stays what the handler made it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from queuey_core.backends.base import Delivery
+from queuey_core.clock import Clock
+
+if TYPE_CHECKING:
+    from queuey_core.worker.runner import Worker
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One job event, as hooks see it.
+
+    ``job_type`` and ``queue`` are what the message says: for a message with no handler
+    they can be anything a sender wrote, so do not use them as unbounded labels.
+    """
+
+    job_id: uuid.UUID
+    job_type: str
+    queue: str
+    attempt: int
+    deferrals: int
+    priority: int
+    enqueued_at: int
+    """Milliseconds since the Unix epoch when the job was first enqueued (a retry or a
+    deferral keeps it)."""
+    age: float
+    """Seconds from ``enqueued_at`` to this event, on the worker's clock (never < 0)."""
+    duration: float | None = None
+    """Seconds the handler ran; None when it never ran (no handler, bad payload) and in
+    :meth:`WorkerHooks.on_job_started`."""
+    error: str = ""
+    """What failed: the exception's text (failed, timed out, dead-lettered after one)."""
+    reason: str = ""
+    """Why: a deferral's reason, or the reason a dead letter carries."""
+    delay: float | None = None
+    """Seconds until the job comes back: a retry's backoff, a deferral's delay."""
+
+
+class WorkerHooks:
+    """Called as a worker runs; override what you need, every method is a no-op.
+
+    Job events run on the job's thread, in the order the hooks were given, before the
+    settle they announce is sent to the broker (a settle the broker then refuses is
+    counted in :meth:`WorkerHandle.settle_failures`, and the job will come back). Keep
+    them quick: the job's slot is held while they run. A hook that raises is logged
+    (``queuey_core.worker.hooks``) and skipped; nothing else changes.
+
+    Every job that starts ends in exactly one of succeeded, failed (retried), deferred
+    or dead-lettered; a timed-out job also gets :meth:`on_job_timed_out` first. A
+    message that never reaches a handler (no handler for its type, a payload that does
+    not fit) gets only :meth:`on_job_dead_lettered`.
+    """
+
+    def on_worker_starting(self, worker: Worker) -> None:
+        """``run()`` began, on the run loop's thread; consumers are not started yet."""
+
+    def on_worker_consuming(self, worker: Worker) -> None:
+        """Every consumer is started and the job threads run: jobs are being taken."""
+
+    def on_worker_draining(self, worker: Worker) -> None:
+        """Shutdown began (or a consumer ended): no new jobs, the pulled ones finish."""
+
+    def on_worker_stopped(self, worker: Worker) -> None:
+        """``run()`` is about to return (or raise); every job thread has ended."""
+
+    def on_job_started(self, job: JobInfo) -> None:
+        """The handler is about to run (its payload fitted the job model)."""
+
+    def on_job_succeeded(self, job: JobInfo) -> None:
+        """The handler returned: the job is acked."""
+
+    def on_job_failed(self, job: JobInfo) -> None:
+        """The handler failed (or timed out) and the job is retried after ``job.delay``."""
+
+    def on_job_deferred(self, job: JobInfo) -> None:
+        """The handler deferred the job for ``job.delay`` seconds (``job.reason``)."""
+
+    def on_job_dead_lettered(self, job: JobInfo) -> None:
+        """The job goes to its dead-letter queue with ``job.reason``: fatal, out of
+        attempts, no handler, or a payload that does not fit."""
+
+    def on_job_timed_out(self, job: JobInfo) -> None:
+        """The job outlived its timeout; its failed or dead-lettered event follows."""
+
+
+class HookRunner:
+    """Calls every hook, guarded, and times each job from its start to its outcome.
+
+    Internal: the worker holds one, the dispatcher and the run loop call it. With no
+    hooks every call returns at once.
+    """
+
+    def __init__(self, hooks: Iterable[WorkerHooks], clock: Clock) -> None:
+        self._hooks = tuple(hooks)
+        self._clock = clock
+        self._lock = threading.Lock()
+        # id(delivery) -> (delivery, monotonic start, the started event)
+        self._running: dict[int, tuple[Delivery, float, JobInfo]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._hooks)
+
+    # -- the run loop ----------------------------------------------------------------
+
+    def worker_starting(self, worker: Worker) -> None:
+        self._call_all("on_worker_starting", worker)
+
+    def worker_consuming(self, worker: Worker) -> None:
+        self._call_all("on_worker_consuming", worker)
+
+    def worker_draining(self, worker: Worker) -> None:
+        self._call_all("on_worker_draining", worker)
+
+    def worker_stopped(self, worker: Worker) -> None:
+        self._call_all("on_worker_stopped", worker)
+
+    # -- the dispatcher ----------------------------------------------------------------
+
+    def started(self, delivery: Delivery) -> None:
+        """The handler of ``delivery`` is about to run."""
+        if not self._hooks:
+            return
+        info = self._info(delivery)
+        with self._lock:
+            self._running[id(delivery)] = (delivery, self._clock.monotonic(), info)
+        self._call_all("on_job_started", info)
+
+    def succeeded(self, delivery: Delivery) -> None:
+        if self._hooks:
+            self._call_all("on_job_succeeded", self._ended(delivery))
+
+    def failed(self, delivery: Delivery, error: str, delay: float) -> None:
+        if self._hooks:
+            self._call_all("on_job_failed", self._ended(delivery, error=error, delay=delay))
+
+    def deferred(self, delivery: Delivery, reason: str, delay: float) -> None:
+        if self._hooks:
+            self._call_all("on_job_deferred", self._ended(delivery, reason=reason, delay=delay))
+
+    def dead_lettered(self, delivery: Delivery, reason: str, error: str = "") -> None:
+        if self._hooks:
+            info = self._ended(delivery, reason=reason, error=error)
+            self._call_all("on_job_dead_lettered", info)
+
+    def timed_out(self, delivery: Delivery, error: str) -> None:
+        """The job timed out; unlike the outcomes, this does not end its timing."""
+        if not self._hooks:
+            return
+        with self._lock:
+            entry = self._running.get(id(delivery))
+        info = self._info(delivery, error=error)
+        if entry is not None:
+            info = replace(info, duration=max(0.0, self._clock.monotonic() - entry[1]))
+        self._call_all("on_job_timed_out", info)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _info(self, delivery: Delivery, **extra: Any) -> JobInfo:
+        env = delivery.envelope
+        return JobInfo(
+            job_id=env.job_id,
+            job_type=env.job_type,
+            queue=env.queue,
+            attempt=env.attempt,
+            deferrals=env.deferrals,
+            priority=env.priority,
+            enqueued_at=env.enqueued_at,
+            age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
+            **extra,
+        )
+
+    def _ended(self, delivery: Delivery, **extra: Any) -> JobInfo:
+        with self._lock:
+            entry = self._running.pop(id(delivery), None)
+        duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
+        return self._info(delivery, duration=duration, **extra)
+
+    def _call_all(self, method: str, arg: object) -> None:
+        for hook in self._hooks:
+            try:
+                getattr(hook, method)(arg)
+            except KeyboardInterrupt:  # only the main thread's run loop gets one: let it
+                raise
+            except BaseException:  # a hook must never break the worker or the job
+                fields = _fields(arg)
+                logger.error(
+                    "hook %s.%s failed; ignored",
+                    type(hook).__qualname__,
+                    method,
+                    extra=fields,
+                    exc_info=True,
+                )
+
+
+def _fields(arg: object) -> dict[str, Any]:
+    if isinstance(arg, JobInfo):
+        return {
+            "job_id": str(arg.job_id),
+            "job_type": arg.job_type,
+            "queue": arg.queue,
+            "attempt": arg.attempt,
+        }
+    return {}

@@ -1,0 +1,70 @@
+"""``queuey worker --metrics-port``: bad values and a taken port are one line and exit 2.
+
+The broker in ``offline`` cannot be reached, so exit 2 (not 1) also shows that nothing
+tried to connect. The real run is in ``tests/integration/test_observability.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from queuey_cli.main import app
+
+
+def run(runner: CliRunner, *args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert "Traceback" not in result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    return result.exit_code, "\n".join(lines)
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on, on every interface (as the worker would)."""
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("value", ["-1", "65536", "http"])
+def test_a_bad_metrics_port_option_is_a_usage_error(
+    runner: CliRunner, offline: Path, value: str
+) -> None:
+    code, error = run(runner, "--config", str(offline), "worker", "--metrics-port", value)
+    assert code == 2
+    assert "--metrics-port" in error
+
+
+def test_a_bad_metrics_port_variable_names_it(
+    runner: CliRunner, offline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUEY_WORKER__METRICS_PORT", "99999")
+    code, error = run(runner, "--config", str(offline), "worker")
+    assert code == 2
+    assert error.startswith("error: QUEUEY_WORKER__METRICS_PORT: worker.metrics_port:"), error
+
+
+def test_a_taken_port_stops_the_worker_before_it_connects(
+    runner: CliRunner, offline: Path, taken_port: int
+) -> None:
+    code, error = run(runner, "--config", str(offline), "worker", "--metrics-port", str(taken_port))
+    assert code == 2, "1 would mean it tried the (unreachable) broker first"
+    assert error == f"error: cannot serve metrics on 0.0.0.0:{taken_port}: Address already in use"
+
+
+def test_the_server_is_closed_when_the_broker_cannot_be_reached(
+    runner: CliRunner, offline: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]
+    code, error = run(runner, "--config", str(offline), "worker", "--metrics-port", str(port))
+    assert code == 1, error
+    with socket.socket() as again:
+        again.bind(("0.0.0.0", port))  # free again: the worker's server was closed

@@ -1,7 +1,7 @@
 """Enqueueing a firing under the job id its tick dictates.
 
-The one place that builds a scheduled job's envelope by hand. When ``Producer.enqueue``
-takes a caller-chosen ``job_id=``, this function becomes a call to it.
+A firing is an ordinary first attempt whose job id is the tick's, so that a firing
+repeated around a hand-over carries the same id.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def enqueue_with_id(
         ConfigError: the job's queue or the priority does not fit the queue set.
         BackendError: the broker did not take it.
     """
-    envelope = make_envelope(job, queues, priority=priority, enqueued_at=enqueued_at)
-    envelope = envelope.model_copy(update={"job_id": job_id})
+    envelope = make_envelope(job, queues, priority=priority, enqueued_at=enqueued_at, job_id=job_id)
     backend.publish(envelope)
     return envelope

@@ -24,6 +24,23 @@ TLS_PORT = 5682
 DIST_PORT = 25681
 
 
+#: What the fault tests measured, printed at the end of the run.
+FIGURES: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def figures() -> list[str]:
+    """Append a line of measured figures to show in the run's summary."""
+    return FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.section("fault suite: measured figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
+
 def _unavailable(message: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message)

@@ -250,3 +250,42 @@ def test_a_worker_keeps_acking_while_the_broker_blocks_publishers(
     assert seen.count() == 200, "a job ran twice: an ack did not go through"
     assert worker.handle.settle_failures() == 0
     rabbit.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the worker runs deliveries whose channel died before their handler started "
+    "(the broker has already requeued them, their ack is refused, they run again): a "
+    "lost connection costs up to prefetch duplicates per consumer instead of "
+    "concurrency. A Delivery has no liveness check the runner could ask before the "
+    "handler (queuey_core/worker/runner.py, backends/rabbitmq/delivery.py: not ours)",
+)
+def test_deliveries_whose_channel_died_before_they_started_are_not_run(
+    queues: QueueSet, node: Node
+) -> None:
+    rabbit = backend(node)
+    seen = Seen()
+    release = threading.Event()
+
+    def handle(job: Work, ctx: JobContext) -> None:
+        seen.add(job.n)
+        if job.n == 0:
+            release.wait(30)
+
+    Producer(rabbit, queues).enqueue_many([Work(n=i) for i in range(5)])
+    # One job at a time, prefetch 10: jobs 1-4 wait in the worker while job 0 runs.
+    worker = Worker(rabbit, queues, [Handler(Work, handle)], concurrency=1)
+    running = start(worker, None)
+    wait_for(lambda: seen.count() == 1)
+    node.close_all_connections()
+    # The new consumer has taken all five back (redelivered behind the stale four).
+    wait_for(lambda: rabbit.queue_counts(QNAME) == (0, 1), timeout=30)
+    release.set()
+    wait_for(lambda: len(seen.distinct()) == 5 and worker.handle.in_flight() == 0, timeout=30)
+    wait_for(lambda: ready(rabbit) == 0)
+    running.stop()
+    rabbit.close()
+    assert seen.runs.count(0) == 2, "job 0 was running: its ack could not go through"
+    assert [seen.runs.count(n) for n in range(1, 5)] == [1, 1, 1, 1], (
+        f"jobs that never started on the dead channel ran twice: {seen.runs}"
+    )

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pika.exceptions
 import pytest
 from typer.testing import CliRunner
 
@@ -33,6 +34,7 @@ from queuey_core import (
     Worker,
 )
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq.errors import connect_error
 from queuey_core.settings import load_settings
 from tests.integration.certs import Certs
 from tests.integration.nodes import Node
@@ -169,7 +171,8 @@ def one_error_line(err: str) -> str:
     [
         ("wrong CA", "the broker's certificate is not signed by a CA we trust"),
         ("wrong server name", "not for the server name asked for"),
-        ("no client certificate", "the broker requires a client certificate and none was given"),
+        # The broker's alert, or (TLS 1.3, now and then) only its hang-up.
+        ("no client certificate", "requires a client certificate and none was given"),
     ],
 )
 def test_a_certificate_problem_is_one_line_naming_it_and_exit_1(
@@ -356,3 +359,23 @@ def test_config_show_lists_the_tls_keys(certs: Certs, tmp_path: Path) -> None:
     context = settings.broker.ssl_context()
     assert context is not None
     assert context.verify_mode is ssl.CERT_NONE
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SSLError(1, '[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required')",
+        "SSLEOFError(8, 'EOF occurred in violation of protocol (_ssl.c:2427)')",
+    ],
+    ids=["the broker's alert", "only its hang-up"],
+)
+def test_a_missing_client_certificate_is_named_whichever_way_tls_13_reports_it(
+    text: str,
+) -> None:
+    # pika keeps only the text of what broke the stream after the handshake.
+    error = pika.exceptions.IncompatibleProtocolError(
+        f'StreamLostError: ("Stream connection lost: {text}",)'
+    )
+    message = str(connect_error(error, "amqps://guest:***@localhost:5682/%2F"))
+    assert message.startswith("TLS with RabbitMQ at amqps://guest:***@localhost:5682/%2F failed")
+    assert "requires a client certificate and none was given" in message

@@ -80,6 +80,12 @@ _ALERTS = {
         "TLS version or cipher in common"
     ),
     "WRONG_VERSION_NUMBER": "the broker did not answer in TLS: is that port a plain amqp:// one?",
+    # TLS 1.3 checks the client's certificate after our side of the handshake is done: the
+    # broker's alert can be lost when it hangs up, and only the hang-up is left.
+    "SSLEOFERROR": (
+        "the broker hung up during the TLS handshake: it requires a client certificate and "
+        "none was given, or it does not accept the one given"
+    ),
 }
 
 

@@ -20,6 +20,7 @@ session fixture in ``conftest.py``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 #: The user the server runs as; it must own every file the node writes.
 RABBITMQ_USER = "rabbitmq"
@@ -88,6 +90,7 @@ class Node:
         self.folder = Path(tempfile.mkdtemp(prefix=f"queuey-{short_name}-"))
         self.pid_file = self.folder / "pid"
         self.log_file = self.folder / "log" / f"{self.name}.log"
+        self._claim: IO[str] | None = None
 
     # -- what clients see --------------------------------------------------------------
 
@@ -109,6 +112,7 @@ class Node:
             NodeError: it did not come up; the message ends with its log's last lines.
         """
         began = time.monotonic()
+        self._take_the_name()
         self._clear_leftover()
         self._write_files()
         env = {
@@ -235,8 +239,11 @@ class Node:
         return "\n".join(text.splitlines()[-lines:])
 
     def remove(self) -> None:
-        """Delete the node's folder (once it is stopped)."""
+        """Delete the node's folder (once it is stopped), and give its name back."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self._claim is not None:
+            self._claim.close()  # releases the lock
+            self._claim = None
 
     # -- internals ---------------------------------------------------------------------
 
@@ -270,6 +277,20 @@ class Node:
         if not self.pid_file.is_file() or not self.pid_file.read_text().strip():
             pid = self.ctl("eval", "os:getpid().").strip().strip('"')
             self.pid_file.write_text(f"{int(pid)}\n")
+
+    def _take_the_name(self) -> None:
+        # Two test sessions must not share a node: the second would stop the first's as
+        # a leftover. A lock per name, held until remove(), keeps the second out.
+        if self._claim is not None:
+            return
+        lock = Path(tempfile.gettempdir(), f"queuey-node-{self.short_name}.lock")
+        claim = lock.open("a+")  # held until remove()
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            claim.close()
+            raise NodeError(f"node {self.name} is in use by another test session") from None
+        self._claim = claim
 
     def _clear_leftover(self) -> None:
         # A node of this name left by a killed test session would hold the ports.

@@ -147,13 +147,11 @@ class Node:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the node (``rabbitmqctl stop``); kill it if that fails. Safe when it is down."""
-        if not self.is_running():
-            self._wait_ports_closed(timeout)
-            return
         try:
             self.ctl("stop", timeout=timeout)
         except NodeError:
-            self.kill()
+            if self.pid_file.is_file() and _alive(self.pid()):
+                self.kill()
         self._wait_ports_closed(timeout)
 
     def kill(self) -> None:
@@ -248,14 +246,18 @@ class Node:
     # -- internals ---------------------------------------------------------------------
 
     def _run(self, cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        try:
-            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise NodeError(f"{' '.join(cmd)}: no answer within {timeout:g}s") from exc
-        if done.returncode != 0:
-            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[:1]
-            raise NodeError(f"{' '.join(cmd)}: exit {done.returncode}: {' '.join(last)}")
-        return done
+        for attempt in range(1, 6):
+            done = _run_tree(cmd, timeout)
+            if done.returncode == 0:
+                return done
+            text = done.stderr.strip() or done.stdout.strip()
+            # The CLI is a small Erlang node of its own; it cannot start while its
+            # distribution port is taken (another CLI): a moment later it can.
+            if "nodistribution" not in text or attempt == 5:
+                last = text.splitlines()[:1]
+                raise NodeError(f"{' '.join(cmd)}: exit {done.returncode}: {' '.join(last)}")
+            time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
 
     def _await_startup(self, deadline: float) -> None:
         # await_startup fails at once while the VM is not registered yet: ask again.
@@ -329,6 +331,50 @@ class Node:
         shutil.chown(self.folder, RABBITMQ_USER, RABBITMQ_USER)
         for path in self.folder.rglob("*"):
             shutil.chown(path, RABBITMQ_USER, RABBITMQ_USER)
+
+
+#: The ports our CLI tools' own Erlang nodes listen on. By default every rabbitmqctl on
+#: the machine shares 35672-35682; a few hung ones (anyone's) use them up and the next
+#: rabbitmqctl fails with ``nodistribution``.
+CLI_DIST_PORTS = (35683, 35689)
+
+
+def _run_tree(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a RabbitMQ CLI tool; on timeout kill it with everything it started (the
+    wrapper runs the Erlang VM under ``su`` in a session of its own, which would
+    otherwise outlive us holding a CLI port)."""
+    env = {
+        **os.environ,
+        "RABBITMQ_CTL_DIST_PORT_MIN": str(CLI_DIST_PORTS[0]),
+        "RABBITMQ_CTL_DIST_PORT_MAX": str(CLI_DIST_PORTS[1]),
+    }
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [*_descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate()
+        raise NodeError(f"{' '.join(cmd)}: no answer within {timeout:g}s") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process under ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _alive(pid: int) -> bool:

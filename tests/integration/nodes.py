@@ -113,8 +113,6 @@ class Node:
         """
         began = time.monotonic()
         self._take_the_name()
-        self._clear_leftover()
-        self._write_files()
         env = {
             **os.environ,
             "RABBITMQ_NODENAME": self.name,
@@ -127,6 +125,8 @@ class Node:
         }
         env.pop("RABBITMQ_NODE_PORT", None)
         try:
+            self._clear_leftover()
+            self._write_files()  # chown needs root
             subprocess.run(
                 ["rabbitmq-server", "-detached"],
                 env=env,

@@ -141,12 +141,18 @@ class Node:
                 tls_port = self.tls.port
                 _wait(lambda: port_open(tls_port), "the TLS port never opened", 30)
         except (NodeError, subprocess.SubprocessError, OSError) as exc:
+            # A VM still booting would go on writing into a folder about to be removed.
+            with contextlib.suppress(NodeError):
+                self.ctl("stop", timeout=30)
             raise NodeError(f"node {self.name} did not start: {exc}\n{self.log_tail()}") from exc
         self._record_pid()
         return time.monotonic() - began
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop the node (``rabbitmqctl stop``); kill it if that fails. Safe when it is down."""
+        """Stop the node (``rabbitmqctl stop``); kill it if that fails. Safe when it is down,
+        and a no-op when this object never took the name (another session has it)."""
+        if self._claim is None:
+            return
         try:
             self.ctl("stop", timeout=timeout)
         except NodeError:

@@ -80,4 +80,6 @@ def backend(settings: Settings) -> Any:
         connect_timeout=settings.broker.connect_timeout,
         recovery_timeout=settings.broker.recovery_timeout,
         publish_timeout=settings.broker.publish_timeout,
+        ssl_context=settings.broker.ssl_context(),
+        server_name=settings.broker.tls.server_name,
     )

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,9 +32,11 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -149,6 +152,91 @@ class QueueSettings(_Section):
     retry: RetrySettings = RetrySettings()
 
 
+class TLSSettings(_Section):
+    """``[broker.tls]``: how an ``amqps://`` URL checks the broker, and who we are to it.
+
+    ``ca_file``: the CA that signed the broker's certificate (default: the system's
+    trusted CAs). ``cert_file`` and ``key_file``: our client certificate, for a broker
+    that asks for one (``key_file`` may be left out when ``cert_file`` holds the key
+    too). ``server_name``: the name the broker's certificate must be for (default: the
+    URL's host). ``verify = false`` checks nothing (a test broker, never production).
+    Paths are relative to the working directory; every file is checked at load.
+    """
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    server_name: str | None = Field(default=None, min_length=1)
+    verify: bool = True
+
+    @field_validator("ca_file", "cert_file", "key_file", mode="after")
+    @classmethod
+    def _a_file(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        path = path.expanduser()
+        if not path.exists():
+            raise PydanticCustomError("tls_file", "no such file: {path}", {"path": str(path)})
+        if not path.is_file():
+            raise PydanticCustomError("tls_file", "not a file: {path}", {"path": str(path)})
+        return path
+
+    @model_validator(mode="after")
+    def _loads(self) -> TLSSettings:
+        if self.key_file is not None and self.cert_file is None:
+            raise PydanticCustomError("tls", "key_file is set without cert_file", {})
+        if self.ca_file is None and self.cert_file is None:
+            return self  # nothing of ours to read
+        try:
+            self.context()
+        except ConfigError as exc:
+            raise PydanticCustomError("tls", "{problem}", {"problem": str(exc)}) from None
+        return self
+
+    def context(self) -> ssl.SSLContext:
+        """The client's SSL context these settings describe.
+
+        Raises:
+            ConfigError: a file that is not what it should be (not PEM, a key that does
+                not match its certificate, an encrypted key).
+        """
+        try:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+        except ssl.SSLError as exc:
+            raise ConfigError(f"ca_file {self.ca_file}: not a PEM CA certificate ({exc})") from None
+        if not self.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.cert_file is not None:
+            key = self.key_file or self.cert_file
+            try:
+                # An encrypted key would prompt on the terminal: refuse it instead.
+                ctx.load_cert_chain(self.cert_file, self.key_file, password=_no_password)
+            except _EncryptedKey:
+                raise ConfigError(
+                    f"key_file {key}: the key is encrypted; give it unencrypted"
+                ) from None
+            except ssl.SSLError as exc:
+                if exc.reason == "KEY_VALUES_MISMATCH":
+                    raise ConfigError(
+                        f"cert_file {self.cert_file}: the key in {key} is not this "
+                        "certificate's key"
+                    ) from None
+                raise ConfigError(
+                    f"cert_file {self.cert_file}: not a PEM certificate, or no PEM key in {key} "
+                    f"({exc})"
+                ) from None
+        return ctx
+
+
+class _EncryptedKey(Exception):
+    pass
+
+
+def _no_password() -> str:
+    raise _EncryptedKey
+
+
 class BrokerSettings(_Section):
     """``[broker]``: where RabbitMQ is. The URLs hold passwords: they are never printed.
 
@@ -166,6 +254,25 @@ class BrokerSettings(_Section):
     connect_timeout: Timeout = 5.0
     recovery_timeout: Duration = 60.0
     publish_timeout: Duration = 30.0
+    tls: TLSSettings = TLSSettings()
+
+    @model_validator(mode="after")
+    def _tls_needs_amqps(self) -> BrokerSettings:
+        if self.tls.model_fields_set and not self.uses_tls():
+            raise PydanticCustomError(
+                "tls_without_amqps",
+                "tls is set but the URL is not amqps://: use amqps:// or drop the tls keys",
+                {},
+            )
+        return self
+
+    def uses_tls(self) -> bool:
+        """Whether the URL is ``amqps://``."""
+        return self.url.get_secret_value().lower().startswith("amqps:")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The SSL context for ``RabbitMQBackend(ssl_context=...)``: None on ``amqp://``."""
+        return self.tls.context() if self.uses_tls() else None
 
 
 class WorkerSettings(_Section):

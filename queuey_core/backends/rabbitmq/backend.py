@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -70,10 +71,16 @@ class RabbitMQBackend:
             consumers end (:class:`ConsumerStoppedError`) and publishes fail.
         publish_timeout: how long a publish waits for the broker's confirm.
         settle_timeout: how long an ack (or the like) waits for the connection's thread.
+        ssl_context: for an ``amqps://`` URL: the CA to trust, the client certificate
+            (default: ``ssl.create_default_context()``, the system's CAs, no client
+            certificate).
+        server_name: the name the broker's certificate must be for (default: the URL's
+            host).
 
     Raises:
         BackendError: the broker cannot be reached or refused the credentials.
-        ConfigError: the URL is not a valid AMQP URL.
+        ConfigError: the URL is not a valid AMQP URL, or an SSL context came with an
+            ``amqp://`` one.
     """
 
     def __init__(
@@ -85,6 +92,8 @@ class RabbitMQBackend:
         recovery_timeout: float = 60.0,
         publish_timeout: float = 30.0,
         settle_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        server_name: str | None = None,
     ) -> None:
         self.where = redact(url)
         self._url = url
@@ -93,6 +102,8 @@ class RabbitMQBackend:
         self._recovery_timeout = recovery_timeout
         self.publish_timeout = publish_timeout
         self.settle_timeout = settle_timeout
+        self._ssl_context = ssl_context
+        self._server_name = server_name
         self._params_for("admin")  # a bad URL fails here, before any connection
         self._lock = threading.Lock()
         self._publisher: PublisherLink | None = None
@@ -455,6 +466,17 @@ class RabbitMQBackend:
         params.connection_attempts = 1
         params.socket_timeout = self._connect_timeout
         params.client_properties = {"connection_name": f"queuey {role} {_whoami()}"}
+        if params.ssl_options is not None:  # amqps://
+            if self._ssl_context is None:
+                self._ssl_context = ssl.create_default_context()
+            # pika's own default names no server, and a verifying context needs one.
+            params.ssl_options = pika.SSLOptions(
+                self._ssl_context, self._server_name or params.host
+            )
+        elif self._ssl_context is not None:
+            raise ConfigError(
+                f"an SSL context was given for {self.where!r}: TLS needs an amqps:// URL"
+            )
         return params
 
     def _publisher_link(self) -> PublisherLink:

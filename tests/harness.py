@@ -174,6 +174,9 @@ class _Recorded:
     def redelivered(self) -> bool:
         return self._inner.redelivered
 
+    def is_stale(self) -> bool:
+        return self._inner.is_stale()
+
     def ack(self) -> None:
         self._inner.ack()
         self._owner.record(self._inner.envelope)

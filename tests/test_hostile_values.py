@@ -216,6 +216,9 @@ class Unsettled:
         self.redelivered = True
         self._log = log
 
+    def is_stale(self) -> bool:
+        return False
+
     def ack(self) -> None:
         self._log.append("ack")
         raise OSError("connection reset")

@@ -215,6 +215,9 @@ class _FailingAck:
     def redelivered(self) -> bool:
         return self._inner.redelivered
 
+    def is_stale(self) -> bool:
+        return self._inner.is_stale()
+
     def ack(self) -> None:
         raise BackendError("the channel is gone")
 

@@ -93,6 +93,9 @@ class NeverSettles:
     def redelivered(self) -> bool:
         return self.inner.redelivered
 
+    def is_stale(self) -> bool:
+        return self.inner.is_stale()
+
     def ack(self) -> None:
         raise BackendError("channel is gone")
 

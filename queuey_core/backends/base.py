@@ -44,6 +44,13 @@ class Delivery(Protocol):
     def redelivered(self) -> bool:
         """Whether the broker delivered this message before and it was not settled then."""
 
+    def is_stale(self) -> bool:
+        """Whether the broker has taken this delivery back (its channel died).
+
+        It will be delivered again, so running it now would only run it twice, and its
+        settle would be refused.
+        """
+
     def ack(self) -> None:
         """The job succeeded: forget the message."""
 

@@ -445,6 +445,11 @@ class _MemoryDelivery:
     def redelivered(self) -> bool:
         return self._redelivered
 
+    def is_stale(self) -> bool:
+        # Memory deliveries are handed back only when their subscription closes, after
+        # the worker has drained: a delivery it still holds is never taken back.
+        return False
+
     def ack(self) -> None:
         self._backend._settle(self)
 

@@ -110,6 +110,11 @@ class Dispatcher:
             "queue": queue,
             "attempt": env.attempt,
         }
+        if delivery.is_stale():
+            # Pulled before its channel died: the broker has already handed it out again,
+            # so running it here would only run it twice.
+            logger.info("delivery's channel is gone; leaving it to its redelivery", extra=fields)
+            return
         key = (queue, env.job_id, env.attempt, env.deferrals)
         redeliveries = self._redeliveries.note(key, delivery.redelivered)
         if redeliveries >= MAX_REDELIVERIES:
@@ -313,6 +318,9 @@ class _Tracked:
     @property
     def redelivered(self) -> bool:
         return self.inner.redelivered
+
+    def is_stale(self) -> bool:
+        return self.inner.is_stale()
 
     def ack(self) -> None:
         self.attempted = True

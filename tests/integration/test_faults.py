@@ -252,14 +252,6 @@ def test_a_worker_keeps_acking_while_the_broker_blocks_publishers(
     rabbit.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker runs deliveries whose channel died before their handler started "
-    "(the broker has already requeued them, their ack is refused, they run again): a "
-    "lost connection costs up to prefetch duplicates per consumer instead of "
-    "concurrency. A Delivery has no liveness check the runner could ask before the "
-    "handler (queuey_core/worker/runner.py, backends/rabbitmq/delivery.py: not ours)",
-)
 def test_deliveries_whose_channel_died_before_they_started_are_not_run(
     queues: QueueSet, node: Node
 ) -> None:

@@ -162,6 +162,15 @@ class RabbitDelivery(_Message):
         """See :class:`Delivery`: the AMQP ``redelivered`` flag."""
         return self._redelivered
 
+    def is_stale(self) -> bool:
+        """See :class:`Delivery`: its channel is no longer the subscription's, or closed.
+
+        Read from a job thread without the link's: both are single attribute reads, and
+        a channel that dies just after this says no is caught by the settle.
+        """
+        ch = self._channel
+        return not self._sub.is_current(ch) or not ch.is_open
+
     def ack(self) -> None:
         """See :class:`Delivery`."""
         self._claim()

@@ -102,6 +102,35 @@ def test_a_job_type_with_escapes_is_listed_as_not_an_envelope(tmp_path: Path, qu
     assert "not an envelope" in out
 
 
+def test_a_dead_letter_that_is_not_an_envelope_is_reached_by_its_handle(
+    tmp_path: Path, queue: str
+) -> None:
+    with channel() as ch:
+        ch.basic_publish("", f"{queue}.dlq", b"\x00\xff not json [/]")
+    config = tmp_path / "queuey.toml"
+    config.write_text(f'[broker]\nurl = "{AMQP_URL}"\n[queues."{queue}"]\n')
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = CliRunner().invoke(app, ["--config", str(config), "dlq", *args])
+        assert "Traceback" not in result.stdout + result.stderr
+        assert "\x1b" not in result.stdout + result.stderr
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, err = run("show", "#1")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["decodable"] is False
+    assert "not json [/]" in shown["preview"]
+    code, _, err = run("requeue", "#1")
+    assert code == 2
+    assert "not a queuey envelope, cannot be requeued: #1" in err
+    code, out, err = run("delete", "#1")
+    assert code == 0, err
+    assert out.strip() == "deleted 1"
+    code, out, _ = run("list", "--json")
+    assert json.loads(out) == []
+
+
 @pytest.mark.parametrize("dead_at", ["abc", [1]])
 def test_a_dead_at_header_of_an_odd_type_is_listed_as_unknown(
     tmp_path: Path, queue: str, dead_at: object

@@ -86,3 +86,10 @@ def node(own_node: Node) -> Node:
         else:
             own_node.restart()
     return own_node
+
+
+@pytest.fixture
+def fresh_node(node: Node) -> Node:
+    """The tests' own node, reset to nothing: for a test that kills it (see Node.reset)."""
+    node.reset()
+    return node

@@ -266,8 +266,9 @@ def test_the_broker_stopped_for_five_seconds_under_workers_and_a_producer_loses_
 @pytest.mark.parametrize("producing", [True, False], ids=["producing", "queued"])
 @pytest.mark.parametrize("queue", [ledger.CLASSIC, ledger.QUORUM])
 def test_the_broker_killed_with_sigkill_and_restarted_loses_no_job(
-    rig: Rig, node: Node, figures: list[str], queue: str, producing: bool
+    fresh_node: Node, rig: Rig, figures: list[str], queue: str, producing: bool
 ) -> None:
+    node = fresh_node
     workers = [rig.worker(queue) for _ in range(2)]
     if producing:
         feeder = rig.feeder(queue, TOTAL, ms=1, pause=0.15)

@@ -36,7 +36,12 @@ from queuey_core.backends.rabbitmq.confirms import (
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
 from queuey_core.backends.rabbitmq.link import LinkStatus, Result
-from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, properties
+from queuey_core.backends.rabbitmq.publisher import (
+    Pub,
+    PublisherLink,
+    check_encodable,
+    properties,
+)
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
     BackendError,
@@ -238,7 +243,7 @@ class RabbitMQBackend:
         )
         props = properties(envelope, headers)
         pub = Pub("", topology.dead_letter_name(where), envelope.encode(), props)
-        self._send([_encodable(pub)])
+        self._send([check_encodable(pub)])
 
     def publish_raw_dead_letter(
         self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
@@ -250,7 +255,7 @@ class RabbitMQBackend:
         """
         headers = topology.dead_letter_headers(reason, queue=queue, dead_at=int(time.time() * 1000))
         props = BasicProperties(delivery_mode=2, message_id=message_id, headers=headers)
-        self._send([_encodable(Pub("", topology.dead_letter_name(queue), bytes(body), props))])
+        self._send([check_encodable(Pub("", topology.dead_letter_name(queue), bytes(body), props))])
 
     def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
         """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
@@ -528,12 +533,3 @@ def _whoami() -> str:
     """Who opens a connection, for the management UI: the machine, the process (read
     at each call: a forked child is another process), the version."""
     return f"host={socket.gethostname()} pid={os.getpid()} v={__version__}"
-
-
-def _encodable(pub: Pub) -> Pub:
-    """``pub``, once it is known to encode: a frame that cannot be built must fail its
-    sender here, not on the publisher's shared thread."""
-    pub.props.encode()
-    if len(pub.routing_key.encode()) > 255:
-        raise ValueError(f"routing key {pub.routing_key[:60]!r}... is too long")
-    return pub

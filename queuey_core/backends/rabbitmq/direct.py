@@ -19,12 +19,10 @@ from typing import Any
 
 import pika
 import pika.exceptions
-from pika import spec
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.confirms import Deadline
-from queuey_core.backends.rabbitmq.errors import describe
-from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub
+from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub, check_encodable
 from queuey_core.errors import (
     EnqueueUnknownError,
     NotEnqueuedError,
@@ -86,7 +84,7 @@ class DirectPublisher:
         if not self._lock.acquire(blocking=False):
             return Direct.NOT_SENT
         try:
-            _check_encodable(pub)
+            check_encodable(pub)
             channel = self._ready_channel(deadline.budget_end)
             if channel is None or self._conn is None:
                 return Direct.NOT_SENT
@@ -176,20 +174,6 @@ class DirectPublisher:
     def close(self) -> None:
         with self._lock:
             self._drop()
-
-
-def _check_encodable(pub: Pub) -> None:
-    """Raise NotEnqueuedError if pika could not frame ``pub``, before anything is sent."""
-    try:
-        pub.props.encode()
-        spec.Basic.Publish(
-            exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True
-        ).encode()
-    except Exception as exc:
-        raise NotEnqueuedError(
-            f"the message could not be encoded for AMQP: {describe(exc)}",
-            reason=PublishFailure.UNENCODABLE,
-        ) from exc
 
 
 def _unconfirmed(blocked: bool, timeout: float) -> EnqueueUnknownError:

@@ -302,3 +302,20 @@ def properties(envelope: Envelope, headers: dict[str, Any] | None = None) -> Bas
         timestamp=envelope.enqueued_at // 1000,
         headers=headers,
     )
+
+
+def check_encodable(pub: Pub) -> Pub:
+    """``pub``, once pika is known to frame it; NotEnqueuedError if it could not.
+
+    Checked before anything is sent: a frame that cannot be built must fail its sender,
+    never a connection's shared thread.
+    """
+    try:
+        pub.props.encode()
+        Basic.Publish(exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True).encode()
+    except Exception as exc:
+        raise NotEnqueuedError(
+            f"the message could not be encoded for AMQP: {describe(exc)}",
+            reason=PublishFailure.UNENCODABLE,
+        ) from exc
+    return pub

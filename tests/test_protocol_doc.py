@@ -53,3 +53,10 @@ def test_the_example_envelope_is_one() -> None:
     assert example is not None
     env = Envelope.decode(example.group(1).encode())
     assert (env.v, env.job_type, env.payload) == (1, "greet", {"name": "ada"})
+
+
+def test_the_cli_names_the_unroutable_queue_the_backend_declares() -> None:
+    from queuey_cli import dlq  # noqa: PLC0415
+
+    assert dlq.UNROUTABLE == topology.UNROUTABLE
+    assert f"`{topology.UNROUTABLE}`" in DOC

@@ -1,4 +1,10 @@
-"""``queuey dlq``: list, show, requeue and purge dead letters."""
+"""``queuey dlq``: list, show, requeue and purge dead letters.
+
+Besides each queue's ``<queue>.dlq``, the tools reach ``queuey.unroutable`` (delayed
+messages that no queue took at the end of the delay ladder): with ``--queue
+queuey.unroutable``, and in every listing while it holds anything. A message requeued
+from it goes to the queue its envelope names, once that queue exists.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +21,25 @@ from queuey_core.backends.base import AnyDeadLetter, UndecodableDeadLetter
 
 app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
 
-QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="One queue (default: all).")]
+QueueOption = Annotated[
+    str | None,
+    typer.Option(
+        "--queue",
+        "-q",
+        help="One queue, or queuey.unroutable (default: all, with queuey.unroutable).",
+    ),
+]
+
+#: The queue of delayed messages that no queue took (topology.UNROUTABLE; spelled here
+#: so that importing the CLI does not import pika).
+UNROUTABLE = "queuey.unroutable"
 
 
 def _names(ctx: typer.Context, queue: str | None) -> list[str]:
     """The configured queues to look at: one, checked, or all."""
     names = list(state(ctx).settings().queue_set())
+    if queue == UNROUTABLE:
+        return [UNROUTABLE]
     if queue is not None:
         if queue not in names:
             raise usage(f"unknown queue {queue!r} (configured: {', '.join(names)})")
@@ -30,7 +49,14 @@ def _names(ctx: typer.Context, queue: str | None) -> list[str]:
 
 def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
     names = _names(ctx, queue)
-    return backend(state(ctx).settings()), names
+    broker = backend(state(ctx).settings())
+    # The unroutable queue is looked at only while it holds something (it does not
+    # exist until a worker or producer of this version declared the ladder).
+    if queue is None or queue == UNROUTABLE:
+        names = [n for n in names if n != UNROUTABLE]
+        if broker.unroutable_count():
+            names.append(UNROUTABLE)
+    return broker, names
 
 
 # A dead letter's reason and time come from message headers, which anything that can
@@ -172,11 +198,15 @@ def requeue(
     if all_:
         for name in names:
             moved += broker.requeue_dead_letters(name)
+        left = broker.unroutable_count() if UNROUTABLE in names else 0
         broker.close()
         say(f"requeued {moved}")
+        if left:
+            say(f"{left} left in {UNROUTABLE}: the queue each names does not exist")
         return
     wanted = set(job_ids or [])
     stuck: set[str] = set()
+    homeless: dict[str, str] = {}  # unroutable job id -> the queue it names, still missing
     for name in names:
         here = broker.list_dead_letters(name)
         stuck |= wanted.intersection(d.handle for d in here if isinstance(d, UndecodableDeadLetter))
@@ -184,8 +214,15 @@ def requeue(
         if mine:
             moved += broker.requeue_dead_letters(name, mine)
             wanted -= set(mine)
+            if name == UNROUTABLE:
+                homeless = _still_there(broker, mine)
     broker.close()
     say(f"requeued {moved}")
+    if homeless:
+        where = ", ".join(
+            f"{job_id} (queue {queue!r} does not exist)" for job_id, queue in homeless.items()
+        )
+        raise usage(f"still in {UNROUTABLE}: {where}; declare the queue, or dlq delete it")
     if stuck:
         raise usage(
             f"not a queuey envelope, cannot be requeued: {', '.join(sorted(stuck))} "
@@ -193,6 +230,15 @@ def requeue(
         )
     if wanted:
         raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
+
+
+def _still_there(broker: Any, job_ids: list[str]) -> dict[str, str]:
+    """Those of ``job_ids`` still in the unroutable queue, with the queue each names."""
+    return {
+        d.handle: d.envelope.queue
+        for d in broker.list_dead_letters(UNROUTABLE)
+        if isinstance(d, DeadLetter) and d.handle in job_ids
+    }
 
 
 @app.command("delete")

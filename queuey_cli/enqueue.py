@@ -6,12 +6,18 @@ not be on the broker (run it again with ``--job-id`` set to the printed id, so t
 duplicate carries the same id).
 
 ``--file`` is a bulk run that can be resumed: see :mod:`queuey_cli.enqueue_file`.
+
+``--no-validate --queue Q`` enqueues a job type this machine has no handler for (the
+workers' code base is elsewhere): the payload need only be a JSON object; the worker
+checks it against the job's model (:meth:`~queuey_core.Producer.enqueue_raw`).
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,7 +33,7 @@ from queuey_cli.enqueue_file import (
 from queuey_cli.output import Exit, error, say
 from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
 from queuey_core.limits import check_delay
-from queuey_core.producer import make_envelope
+from queuey_core.producer import make_envelope, make_raw_envelope
 from queuey_core.settings import Settings, duration
 
 
@@ -67,6 +73,22 @@ def enqueue(
             dir_okay=False,
         ),
     ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            "--queue",
+            "-q",
+            help="With --no-validate: the queue to enqueue on (a configured one).",
+        ),
+    ] = None,
+    no_validate: Annotated[
+        bool,
+        typer.Option(
+            "--no-validate",
+            help="Enqueue a job type without its model installed here: the payload need "
+            "only be a JSON object; the worker validates it. Needs --queue.",
+        ),
+    ] = False,
     ids_from_lines: Annotated[
         bool,
         typer.Option(
@@ -83,6 +105,12 @@ def enqueue(
         raise usage("--failed-to and --ids-from-lines go with --file")
     if file is not None and job_id is not None:
         raise usage('--job-id is for one job; with --file, give each line a "job_id"')
+    if queue is not None and not no_validate:
+        raise usage("--queue goes with --no-validate (a validated job goes to its model's queue)")
+    if no_validate and queue is None:
+        raise usage("--no-validate needs --queue: without the job's model, its queue is unknown")
+    if no_validate and file is not None:
+        raise usage("--no-validate takes one payload, not --file")
     seconds = None
     if delay is not None:
         try:
@@ -102,6 +130,11 @@ def enqueue(
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()
+    if no_validate:
+        assert payload is not None
+        assert queue is not None
+        _enqueue_raw(settings, queue_set, job_type, payload, queue, seconds, priority, chosen)
+        return
     models = {d.handler.job_type.NAME: d.handler.job_type for d in st.handlers(queue_set)}
     model = models.get(job_type)
     if model is None:
@@ -147,3 +180,38 @@ def _enqueue_one(
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
     say(job_id)
+
+
+def _enqueue_raw(
+    settings: Settings,
+    queue_set: QueueSet,
+    job_type: str,
+    payload: str,
+    queue: str,
+    delay: float | None,
+    priority: int | None,
+    job_id: uuid.UUID | None,
+) -> None:
+    """``--no-validate``: every check but the model's, before connecting; then publish."""
+    try:
+        data: Any = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise usage(f"payload: invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise usage(f"payload: a job is a JSON object, not {type(data).__name__}")
+    try:
+        make_raw_envelope(job_type, data, queue_set, queue=queue, priority=priority, enqueued_at=0)
+    except ValueError as exc:
+        raise usage(f"payload: {exc}") from None
+    producer = Producer(backend(settings), queue_set)
+    try:
+        sent = producer.enqueue_raw(
+            job_type, data, queue=queue, priority=priority, delay=delay, job_id=job_id
+        )
+    except EnqueueUnknownError as exc:
+        error(str(exc))
+        raise typer.Exit(Exit.UNKNOWN) from None
+    except NotEnqueuedError as exc:
+        error(str(exc))
+        raise typer.Exit(Exit.FAILURE) from None
+    say(sent)

@@ -23,6 +23,7 @@ def queues(ctx: typer.Context) -> None:
         dead, _ = broker.queue_counts(f"{name}.dlq")
         rows.append((name, ready, consumers, dead))
     held = broker.held_count()
+    unroutable = broker.unroutable_count()
     broker.close()
     management = settings.broker.management_url
     found = unacked(
@@ -36,5 +37,7 @@ def queues(ctx: typer.Context) -> None:
         add_row(t, name, ready, shown, consumers, dead)
     out.print(t)
     say(f"held in the delay ladder (all queues): {held}")
+    hint = " (for queues that do not exist: queuey dlq list --queue queuey.unroutable)"
+    say(f"unroutable (queuey.unroutable): {unroutable}{hint if unroutable else ''}")
     if found.counts is None:
         say(f"unacked: n/a ({found.why_not})")

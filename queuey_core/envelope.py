@@ -38,7 +38,18 @@ def _short_string(value: str) -> str:
     return value
 
 
-ShortString = Annotated[str, Field(min_length=1), AfterValidator(_short_string)]
+#: In the JSON Schema, ``maxLength`` counts characters: the rule is 255 UTF-8 bytes.
+ShortString = Annotated[
+    str,
+    Field(
+        min_length=1,
+        json_schema_extra={
+            "maxLength": _SHORT_STRING_BYTES,
+            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",
+        },
+    ),
+    AfterValidator(_short_string),
+]
 
 
 class Envelope(BaseModel):
@@ -51,15 +62,37 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    v: int = VERSION
-    job_id: uuid.UUID
-    job_type: ShortString
-    queue: ShortString
-    attempt: int = Field(default=1, ge=1, le=MAX_COUNT)
-    deferrals: int = Field(default=0, ge=0, le=MAX_COUNT)
-    priority: int = Field(default=0, ge=0, le=255)
-    enqueued_at: int = Field(ge=0, le=MAX_ENQUEUED_AT, description="ms since the Unix epoch")
-    payload: dict[str, Any]
+    # The descriptions are the JSON Schema's (docs/schema/envelope.json, `queuey schema`).
+    v: int = Field(
+        default=VERSION,
+        json_schema_extra={"const": VERSION},
+        description="Format version. A worker dead-letters an envelope of any other version.",
+    )
+    job_id: uuid.UUID = Field(
+        description="The job's id, kept through retries, deferrals and dead letters."
+    )
+    job_type: ShortString = Field(
+        description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes."
+    )
+    queue: ShortString = Field(
+        description="The queue the job is published to; a worker dead-letters an envelope "
+        "that names another queue than the one it came from."
+    )
+    attempt: int = Field(
+        default=1, ge=1, le=MAX_COUNT, description="Runs so far that may fail, this one included."
+    )
+    deferrals: int = Field(
+        default=0, ge=0, le=MAX_COUNT, description="Deferrals so far (they spend no attempt)."
+    )
+    priority: int = Field(
+        default=0, ge=0, le=255, description="Also sent as the AMQP priority property."
+    )
+    enqueued_at: int = Field(
+        ge=0, le=MAX_ENQUEUED_AT, description="When it was first enqueued: ms since the Unix epoch."
+    )
+    payload: dict[str, Any] = Field(
+        description="The job's fields, validated against the job type's model by the worker."
+    )
 
     @model_validator(mode="before")
     @classmethod

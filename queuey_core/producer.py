@@ -9,6 +9,11 @@ What an ``enqueue`` call can end with, and what each means for the job:
 * any other error: the job was not enqueued (it failed validation, the broker refused or
   could not route it, or it was never sent), so trying again cannot duplicate it.
 
+:meth:`Producer.enqueue_raw` enqueues by job type name, for code bases that do not have
+the job's class: the payload is only checked to be a JSON object and the envelope to fit
+the wire; the worker still validates the payload against the job's model when it reads
+it (and dead-letters one that does not fit).
+
 A caller who retries after an unknown outcome should choose the job id
 (``job_id=``): the retry then carries the same id as the job that may already be on the
 broker, so a handler can recognise the duplicate.
@@ -16,12 +21,16 @@ broker, so a handler can recognise the duplicate.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
 
 from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import Envelope, _first_error
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import check_delay
@@ -100,6 +109,47 @@ class Producer:
             raise
         return env.job_id
 
+    def enqueue_raw(
+        self,
+        job_type: str,
+        payload: Mapping[str, Any],
+        *,
+        queue: str,
+        priority: int | None = None,
+        delay: float | None = None,
+        job_id: JobId | None = None,
+    ) -> uuid.UUID:
+        """Publish one job by its type name, without its class; returns its job id.
+
+        For producers that are not the workers' code base. ``payload`` must be a JSON
+        object that survives encoding unchanged; nothing checks it against the job's
+        model here: the worker does, and dead-letters a payload that does not fit
+        ("decode error"), or a job type it has no handler for ("no handler").
+
+        Raises:
+            EnqueueUnknownError: the job may or may not be on the broker.
+            NotEnqueuedError: the broker refused it, could not route it, or it was never
+                sent. UnknownQueueError, InvalidPriorityError and ValueError (a payload
+                that is not a JSON object, a job type or id that does not fit the wire,
+                a bad delay) mean nothing was published.
+        """
+        _check_delay(delay)
+        env = make_raw_envelope(
+            job_type,
+            payload,
+            self._queues,
+            queue=queue,
+            priority=priority,
+            enqueued_at=self._clock.wall_ms(),
+            job_id=job_id,
+        )
+        try:
+            self._backend.publish(env, delay=delay)
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            _attribute(exc, [env.job_id])
+            raise
+        return env.job_id
+
     def enqueue_many(
         self,
         jobs: Iterable[Job],
@@ -160,6 +210,61 @@ def make_envelope(
     if job_id is not None:
         env = env.model_copy(update={"job_id": job_id_for(job_id)})
     return env
+
+
+def make_raw_envelope(
+    job_type: str,
+    payload: Mapping[str, Any],
+    queues: QueueSet,
+    *,
+    queue: str,
+    priority: int | None = None,
+    enqueued_at: int,
+    job_id: JobId | None = None,
+) -> Envelope:
+    """The first-attempt envelope of a job known only by its type name; no I/O.
+
+    Raises:
+        UnknownQueueError: ``queue`` is not in the queue set.
+        InvalidPriorityError: the priority is above what the queue supports.
+        ValueError: a payload that is not a JSON object (or would not come back from
+            JSON unchanged), or a job type or id the wire cannot carry.
+    """
+    config = queues[queue]
+    prio = priority or 0
+    if prio < 0 or prio > config.top_priority:
+        raise InvalidPriorityError(queue, prio, config.max_priority)
+    data = json_object(payload)
+    try:
+        return Envelope(
+            job_id=job_id_for(job_id) if job_id is not None else uuid.uuid4(),
+            job_type=job_type,
+            queue=queue,
+            priority=prio,
+            enqueued_at=enqueued_at,
+            payload=data,
+        )
+    except ValidationError as exc:
+        raise ValueError(_first_error(exc)) from None
+
+
+def json_object(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``payload`` as JSON will carry it; ValueError if it is not a JSON object, or if
+    JSON would change it (a key that is not a string, a tuple, NaN, an object JSON does
+    not know): the worker must read exactly what the caller meant."""
+    if not isinstance(payload, Mapping):
+        raise ValueError(f"a payload is a JSON object (a dict), not {type(payload).__name__}")
+    try:
+        text = json.dumps(dict(payload), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"the payload cannot be encoded as JSON: {exc}") from None
+    data: dict[str, Any] = json.loads(text)
+    if data != dict(payload):
+        raise ValueError(
+            "the payload would not come back from JSON unchanged (keys must be strings, "
+            "sequences lists)"
+        )
+    return data
 
 
 def _attribute(exc: NotEnqueuedError | EnqueueUnknownError, ids: list[uuid.UUID]) -> None:

@@ -70,6 +70,9 @@ class FakeBroker:
     def held_count(self) -> int:
         return 0
 
+    def unroutable_count(self) -> int:
+        return 0
+
     def close(self) -> None:
         self.closed = True
 

@@ -1,8 +1,10 @@
 """The admin connection: topology and dead-letter tools, one caller at a time.
 
-Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder,
-counting, and listing, requeueing, deleting and purging dead letters; reading a dead
-letter back (:func:`dead_letter_of`), whatever its body and headers hold.
+Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder
+(with the end of the ladder's alternate exchange, :func:`declare_end_of_ladder`),
+counting, and listing, requeueing, deleting and purging dead letters (the unroutable
+queue's too); reading a dead letter back (:func:`dead_letter_of`), whatever its body and
+headers hold.
 Must never: lose or reorder a dead letter while listing it (everything taken is given
 back with one multiple nack), hide one (a body that is not an envelope is listed with a
 preview, a header that cannot be read shows as unknown), or be used for the job path
@@ -12,6 +14,7 @@ preview, a header that cannot be read shows as unknown), or be used for the job 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -31,10 +34,17 @@ from queuey_core.backends.base import (
 )
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
+from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, DecodeError
+from queuey_core.errors import BackendError, ConfigError, DecodeError, UnknownQueueError
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: The routing key of the probe that tells whether the deliver exchange has an alternate
+#: exchange: two words, where every binding of the deliver exchange needs 37 or more.
+_PROBE_KEY = "queuey.probe"
 
 
 class Admin:
@@ -88,13 +98,82 @@ class Admin:
             with contextlib.suppress(pika.exceptions.AMQPError):
                 conn.close()
 
+    @property
+    def vhost(self) -> str:
+        """The virtual host this connection works in."""
+        return str(self._params.virtual_host)
+
     def close(self) -> None:
         with self._lock:
             self._drop()
 
 
+def declare_end_of_ladder(admin: Admin) -> bool:
+    """Declare the unroutable exchange and queue, then the deliver exchange with it as its
+    alternate exchange. True when that alternate exchange is in effect.
+
+    A deliver exchange declared by an older queuey has no such argument, and declaring it
+    with one is refused (406): then it is declared as it is, and a probe tells whether a
+    policy gave it the alternate exchange. If none did, a delayed message for a queue
+    that does not exist would be dropped at the end of the ladder: that is logged, with
+    the command that fixes it.
+    """
+
+    def unroutable(ch: BlockingChannel) -> None:
+        ch.exchange_declare(topology.UNROUTABLE, "fanout", durable=True)
+        ch.queue_declare(
+            topology.UNROUTABLE, durable=True, arguments=topology.dead_letter_queue_arguments()
+        )
+        ch.queue_bind(topology.UNROUTABLE, topology.UNROUTABLE)
+
+    def deliver(arguments: dict[str, Any] | None) -> Callable[[BlockingChannel], None]:
+        return lambda ch: ch.exchange_declare(
+            topology.DELIVER_EXCHANGE, "topic", durable=True, arguments=arguments
+        )
+
+    admin.run(unroutable)
+    try:
+        admin.run(deliver(topology.deliver_exchange_arguments()))
+        return True
+    except ConfigError:  # 406: declared before it had an alternate exchange
+        admin.run(deliver(None))
+    if admin.run(_alternate_in_effect):
+        return True
+    logger.warning(
+        "the exchange %s predates its alternate exchange: a delayed message for a queue "
+        "that does not exist would be dropped at the end of the delay ladder instead of "
+        "kept in %s; give it one with: %s",
+        topology.DELIVER_EXCHANGE,
+        topology.UNROUTABLE,
+        topology.unroutable_policy_command(admin.vhost),
+    )
+    return False
+
+
+def _alternate_in_effect(ch: BlockingChannel) -> bool:
+    """Whether the deliver exchange passes on what no queue takes.
+
+    The probe matches no binding, so only an alternate exchange routes it; it is
+    published mandatory (an unroutable one comes back) with expiration 0, so the
+    unroutable queue drops it as soon as it reaches the head, never delivering it.
+    """
+    ch.confirm_delivery()
+    try:
+        ch.basic_publish(
+            topology.DELIVER_EXCHANGE,
+            _PROBE_KEY,
+            b"",
+            BasicProperties(expiration="0"),
+            mandatory=True,
+        )
+    except pika.exceptions.UnroutableError:
+        return False
+    return True
+
+
 def declare_ladder(ch: BlockingChannel) -> None:
-    ch.exchange_declare(topology.DELIVER_EXCHANGE, "topic", durable=True)
+    """The ladder's levels and their bindings (the deliver exchange comes first, from
+    :func:`declare_end_of_ladder`)."""
     for level in range(topology.DELAY_LEVELS):
         name = topology.delay_name(level)
         ch.exchange_declare(name, "topic", durable=True)
@@ -123,6 +202,38 @@ def get_all(
     if give_back and last_tag is not None:
         ch.basic_nack(last_tag, multiple=True, requeue=True)
     return got
+
+
+def requeue(ch: BlockingChannel, queue: str, wanted: set[str] | None) -> int:
+    """Move dead letters of ``queue`` (those in ``wanted``, or all) back to be run, at
+    attempt 1; each is confirmed on its queue before it is removed. Returns how many.
+
+    A dead letter goes back to ``queue``; one of the unroutable queue to the queue its
+    envelope names, if that exists now (else it stays). Bodies that are not envelopes
+    stay (they would be refused again); so does everything else, in order.
+    """
+    ch.confirm_delivery()
+    unroutable = queue == topology.UNROUTABLE
+    chosen = [
+        (tag, d)
+        for tag, d in get_all(ch, topology.holding_queue(queue), None, give_back=False)
+        if isinstance(d, DeadLetter) and (wanted is None or str(d.envelope.job_id) in wanted)
+    ]
+    moved: list[int] = []
+    for tag, dead in chosen:
+        fresh = dead.envelope.fresh()
+        target = fresh.queue if unroutable else queue
+        try:
+            ch.basic_publish("", target, fresh.encode(), properties(fresh), mandatory=True)
+        except pika.exceptions.UnroutableError as exc:
+            if not unroutable:
+                raise UnknownQueueError(queue) from exc
+            continue  # its queue still does not exist: it stays where it is
+        moved.append(tag)
+    for tag in moved:
+        ch.basic_ack(tag)
+    ch.basic_recover(requeue=True)  # everything else back, in order
+    return len(moved)
 
 
 def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDeadLetter:

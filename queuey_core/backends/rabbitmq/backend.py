@@ -24,9 +24,15 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core import __version__
-from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Sink
+from queuey_core.backends.base import AnyDeadLetter, Sink
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
+from queuey_core.backends.rabbitmq.admin import (
+    Admin,
+    declare_end_of_ladder,
+    declare_ladder,
+    get_all,
+    requeue,
+)
 from queuey_core.backends.rabbitmq.confirms import (
     Deadline,
     raise_for,
@@ -49,7 +55,6 @@ from queuey_core.errors import (
     EnqueueUnknownError,
     NotEnqueuedError,
     PublishFailure,
-    UnknownQueueError,
     UnroutableError,
 )
 from queuey_core.queues import QueueConfig, QueueKind
@@ -139,6 +144,9 @@ class RabbitMQBackend:
                     f"queue {q.name!r}: quorum queues on RabbitMQ {self.server_version} do "
                     'not support priorities; drop max_priority or use kind = "classic"'
                 )
+
+        if not self._ladder_declared:
+            declare_end_of_ladder(self._admin)
 
         def work(ch: BlockingChannel) -> None:
             if not self._ladder_declared:
@@ -284,7 +292,7 @@ class RabbitMQBackend:
         """
 
         def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
-            return [d for _, d in get_all(ch, topology.dead_letter_name(queue), limit)]
+            return [d for _, d in get_all(ch, topology.holding_queue(queue), limit)]
 
         return self._admin.run(work)
 
@@ -292,36 +300,18 @@ class RabbitMQBackend:
         """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal.
 
         Undecodable messages are never requeued (they would be dead-lettered again).
+        ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
+        names, if that exists now.
         """
         wanted = None if job_ids is None else set(job_ids)
-
-        def work(ch: BlockingChannel) -> int:
-            ch.confirm_delivery()
-            chosen = [
-                (tag, d)
-                for tag, d in get_all(ch, topology.dead_letter_name(queue), None, give_back=False)
-                if isinstance(d, DeadLetter)
-                and (wanted is None or str(d.envelope.job_id) in wanted)
-            ]
-            for _, dead in chosen:
-                fresh = dead.envelope.fresh()
-                ch.basic_publish("", queue, fresh.encode(), properties(fresh), mandatory=True)
-            for tag, _ in chosen:
-                ch.basic_ack(tag)
-            ch.basic_recover(requeue=True)  # everything else back, in order
-            return len(chosen)
-
-        try:
-            return self._admin.run(work)
-        except pika.exceptions.UnroutableError as exc:
-            raise UnknownQueueError(queue) from exc
+        return self._admin.run(lambda ch: requeue(ch, queue, wanted))
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         """See :meth:`Backend.delete_dead_letters`: the rest go back, in order."""
         wanted = set(handles)
 
         def work(ch: BlockingChannel) -> int:
-            got = get_all(ch, topology.dead_letter_name(queue), None, give_back=False)
+            got = get_all(ch, topology.holding_queue(queue), None, give_back=False)
             doomed = [tag for tag, d in got if d.handle in wanted]
             for tag in doomed:
                 ch.basic_ack(tag)
@@ -332,13 +322,27 @@ class RabbitMQBackend:
 
     def purge_dead_letters(self, queue: str) -> int:
         """See :meth:`Backend.purge_dead_letters`."""
-        frame = self._admin.run(lambda ch: ch.queue_purge(topology.dead_letter_name(queue)))
+        frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         return int(frame.method.message_count)
 
     def queue_counts(self, queue: str) -> tuple[int, int]:
         """``(ready messages, consumers)`` of ``queue``, as RabbitMQ reports them."""
         frame = self._admin.run(lambda ch: ch.queue_declare(queue, passive=True))
         return int(frame.method.message_count), int(frame.method.consumer_count)
+
+    def unroutable_count(self) -> int:
+        """Messages in :data:`topology.UNROUTABLE` (none while it does not exist yet)."""
+
+        def work(ch: BlockingChannel) -> int:
+            try:
+                frame = ch.queue_declare(topology.UNROUTABLE, passive=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                if exc.reply_code == 404:
+                    return 0
+                raise
+            return int(frame.method.message_count)
+
+        return self._admin.run(work)
 
     def held_count(self) -> int:
         """Messages waiting in the delay ladder, for every queue together."""

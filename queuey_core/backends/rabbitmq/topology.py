@@ -13,6 +13,13 @@ So any delay from 1 ms to about 795 days works, the number of broker objects is 
 whatever delays are used, and a long delay never holds back a short one (each level's
 queue has one TTL, so its head always expires first).
 
+Nothing vanishes at the end of the ladder: the deliver exchange has an alternate
+exchange, :data:`UNROUTABLE`, which takes whatever no queue is bound for (a delayed
+message for a queue that does not exist, or was never bound) into the queue of the same
+name, where the dead-letter tools show it. On a broker whose deliver exchange predates
+it, a policy sets it (:func:`unroutable_policy_command`): an exchange's arguments cannot
+change once it exists.
+
 The headers of a dead letter are built here too (:func:`dead_letter_headers`), and only
 here: whatever the reason says, they hold printable ASCII of bounded length and integers
 a signed 64-bit field carries, so a dead letter can always be published.
@@ -20,6 +27,7 @@ a signed 64-bit field carries, so a dead letter can always be published.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -32,6 +40,11 @@ from queuey_core.queues import QueueConfig, QueueKind
 DELAY_LEVELS = limits.DELAY_LEVELS
 MAX_DELAY_MS = limits.MAX_DELAY_MS
 DELIVER_EXCHANGE = "queuey.delay.deliver"
+#: The deliver exchange's alternate exchange (fanout), and the queue bound to it: where a
+#: delayed message that no queue takes ends up, instead of being dropped.
+UNROUTABLE = "queuey.unroutable"
+#: The name of the policy that gives an older deliver exchange its alternate exchange.
+UNROUTABLE_POLICY = "queuey-unroutable"
 
 #: Headers a dead letter carries.
 REASON_HEADER = "x-queuey-reason"
@@ -79,6 +92,28 @@ def next_hop(level: int) -> str:
 def deliver_binding(queue: str) -> str:
     """The deliver exchange's pattern for ``queue``: exactly the bits, then the name."""
     return "*." * DELAY_LEVELS + queue
+
+
+def deliver_exchange_arguments() -> dict[str, Any]:
+    """The deliver exchange's arguments: what no queue takes goes to :data:`UNROUTABLE`."""
+    return {"alternate-exchange": UNROUTABLE}
+
+
+def unroutable_policy_command(vhost: str) -> str:
+    """The ``rabbitmqctl`` line that gives an existing deliver exchange its alternate
+    exchange (a policy: redeclaring it with the argument would be refused)."""
+    pattern = "^" + DELIVER_EXCHANGE.replace(".", "\\.") + "$"
+    definition = json.dumps({"alternate-exchange": UNROUTABLE}, separators=(",", ":"))
+    return (
+        f"rabbitmqctl set_policy -p '{vhost}' --apply-to exchanges {UNROUTABLE_POLICY} "
+        f"'{pattern}' '{definition}'"
+    )
+
+
+def holding_queue(queue: str) -> str:
+    """Where the dead-letter tools look for ``queue``: ``<queue>.dlq``, or the
+    unroutable queue itself."""
+    return UNROUTABLE if queue == UNROUTABLE else dead_letter_name(queue)
 
 
 def delay_queue_arguments(level: int) -> dict[str, Any]:

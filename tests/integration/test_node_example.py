@@ -1,0 +1,142 @@
+"""examples/node: a Node producer written from docs/protocol.md, run by a queuey worker.
+
+Installs the example from its committed lock file (``npm ci``) in a copy of the folder,
+runs it against the test broker, and checks that a worker ran its three jobs: one now,
+one at priority 5, one delayed through the ladder. Without Node the test skips, except
+under CI, where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pika
+import pytest
+
+from queuey_core import Job, JobContext, QueueConfig, QueueSet, Worker, handler
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from tests import harness
+from tests.conftest import require_broker
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
+QUEUE = f"node-example.{uuid.uuid4().hex[:8]}"
+DELAY_MS = 1500
+
+
+class NodeGreet(Job):
+    """The example's job, as the workers' code base defines it."""
+
+    NAME: ClassVar[str] = "greet"
+    QUEUE: ClassVar[str] = QUEUE
+    name: str
+
+
+def _tools() -> tuple[str, str]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        message = "node and npm are needed to run examples/node"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return node, npm
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Path:
+    """A copy of the example, installed from its lock file alone."""
+    _, npm = _tools()
+    copy = tmp_path / "node"
+    copy.mkdir()
+    for name in ("package.json", "package-lock.json", "enqueue.js"):
+        shutil.copy(EXAMPLE / name, copy / name)
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"npm ci failed: {done.stderr[-2000:]}"
+    return copy
+
+
+@pytest.fixture
+def broker() -> Iterator[RabbitMQBackend]:
+    require_broker()
+    backend = RabbitMQBackend(harness.AMQP_URL)
+    yield backend
+    backend.close()
+    conn = pika.BlockingConnection(pika.URLParameters(harness.AMQP_URL))
+    try:
+        ch = conn.channel()
+        ch.queue_delete(QUEUE)
+        ch.queue_delete(f"{QUEUE}.dlq")
+    finally:
+        conn.close()
+
+
+def test_the_node_example_enqueues_three_jobs_a_worker_runs(
+    installed: Path, broker: RabbitMQBackend
+) -> None:
+    node, _ = _tools()
+    ran: dict[str, tuple[str, int, float]] = {}
+    lock = threading.Lock()
+
+    @handler
+    def greet(job: NodeGreet, ctx: JobContext) -> None:
+        with lock:
+            ran[str(ctx.job_id)] = (job.name, ctx.priority, time.time())
+
+    queues = QueueSet([QueueConfig(QUEUE, max_priority=10)])
+    # Declared the way queuey does (the worker would too, but on its own thread): the
+    # example then declares the same queue, which RabbitMQ accepts only if it matches.
+    broker.declare(list(queues.values()))
+    worker = Worker(broker, queues, [greet])
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        started = time.time()
+        done = subprocess.run(
+            [node, "enqueue.js"],
+            cwd=installed,
+            env={
+                **os.environ,
+                "QUEUEY_AMQP_URL": harness.AMQP_URL,
+                "QUEUEY_QUEUE": QUEUE,
+                "QUEUEY_MAX_PRIORITY": "10",
+                "QUEUEY_DELAY_MS": str(DELAY_MS),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        # Exit 0 also proves its queue arguments matched queuey's (no 406).
+        assert done.returncode == 0, done.stderr
+        now_id, urgent_id, later_id = done.stdout.split()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with lock:
+                if len(ran) == 3:
+                    break
+            time.sleep(0.05)
+    finally:
+        worker.handle.shutdown()
+        thread.join(30)
+    assert set(ran) == {now_id, urgent_id, later_id}, ran
+    assert ran[now_id][:2] == ("node", 0)
+    assert ran[urgent_id][:2] == ("urgent node", 5)
+    assert ran[later_id][0] == "later node"
+    assert ran[later_id][2] - started >= DELAY_MS / 1000, "the delayed job waited its delay"
+    assert broker.list_dead_letters(QUEUE) == [], "nothing was dead-lettered"

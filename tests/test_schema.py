@@ -1,0 +1,125 @@
+"""The JSON Schemas: generated from the models, checked into docs/schema/, and true.
+
+A schema that drifts from the model misleads every producer written from it, so the
+checked-in files must be exactly what ``queuey schema`` prints today.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import queuey_example_handlers as examples
+from jsonschema import Draft202012Validator
+from typer.testing import CliRunner
+
+from queuey_cli.main import app
+from queuey_core import DecodeError, Envelope, Job
+from queuey_core.schema import envelope_schema, payload_schema, schema_text
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schema"
+EXAMPLES: list[type[Job]] = [
+    examples.Greet,
+    examples.Flaky,
+    examples.Snooze,
+    examples.Doomed,
+    examples.Nap,
+]
+
+
+def _regenerate(name: str, path: Path) -> str:
+    return (
+        f"{path} is out of step with the model: regenerate it with `queuey schema {name} > {path}`"
+    )
+
+
+def test_the_checked_in_envelope_schema_is_the_models() -> None:
+    path = SCHEMA_DIR / "envelope.json"
+    assert path.read_text() == schema_text(envelope_schema()), _regenerate("envelope", path)
+
+
+def test_the_checked_in_payload_schemas_are_the_example_models() -> None:
+    files = {p.stem for p in (SCHEMA_DIR / "jobs").glob("*.json")}
+    assert files == {job.NAME for job in EXAMPLES}, "one file per example job type"
+    for job in EXAMPLES:
+        path = SCHEMA_DIR / "jobs" / f"{job.NAME}.json"
+        assert path.read_text() == schema_text(payload_schema(job)), _regenerate(job.NAME, path)
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _body() -> dict[str, Any]:
+    env = Envelope.for_job(examples.Greet(name="ada"), enqueued_at=int(time.time() * 1000))
+    body: dict[str, Any] = json.loads(env.encode())
+    return body
+
+
+def test_what_queuey_publishes_fits_the_envelope_schema() -> None:
+    validator = _validator(envelope_schema())
+    body = _body()
+    assert body["v"] == 1
+    validator.validate(body)
+    minimal = {k: body[k] for k in ("job_id", "job_type", "queue", "enqueued_at", "payload")}
+    validator.validate(minimal)
+    assert Envelope.model_validate_json(json.dumps(minimal)).attempt == 1, "defaults fill in"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"v": 2}, "v"),
+        ({"enqueued_at": None}, "enqueued_at"),
+        ({"job_id": "not-a-uuid"}, "job_id"),
+        ({"job_type": ""}, "job_type"),
+        ({"job_type": "a\x1bb"}, "job_type"),
+        ({"attempt": 0}, "attempt"),
+        ({"priority": 256}, "priority"),
+        ({"payload": [1]}, "payload"),
+    ],
+)
+def test_the_envelope_schema_refuses_what_the_worker_refuses(
+    change: dict[str, Any], field: str
+) -> None:
+    body = {**_body(), **change}
+    body = {k: v for k, v in body.items() if v is not None}
+    errors = list(_validator(envelope_schema()).iter_errors(body))
+    assert errors, f"the schema took a body the worker refuses ({field})"
+    with pytest.raises(DecodeError, match=field):
+        Envelope.decode(json.dumps(body).encode())
+
+
+def test_unknown_fields_are_allowed_as_the_worker_ignores_them() -> None:
+    body = {**_body(), "trace_id": "abc"}
+    _validator(envelope_schema()).validate(body)
+    assert "trace_id" not in json.loads(Envelope.decode(json.dumps(body).encode()).encode())
+
+
+def test_a_payload_schema_is_the_job_models() -> None:
+    validator = _validator(payload_schema(examples.Greet))
+    validator.validate({"name": "ada"})
+    assert list(validator.iter_errors({})), "name is required"
+    assert list(validator.iter_errors({"name": "x" * 101})), "at most 100 characters"
+
+
+def test_queuey_schema_prints_the_checked_in_text() -> None:
+    result = CliRunner().invoke(app, ["schema", "envelope"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (SCHEMA_DIR / "envelope.json").read_text()
+    result = CliRunner().invoke(app, ["schema", "greet"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["x-queuey-job-type"] == "greet"
+
+
+def test_queuey_schema_of_an_unknown_job_type_is_one_line_and_exit_2() -> None:
+    result = CliRunner().invoke(app, ["schema", f"no.such.{uuid.uuid4().hex[:6]}"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: unknown job type 'no.such.")
+    assert result.stderr.count("\n") == 1
+    assert result.stdout == ""

@@ -24,9 +24,9 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core import __version__
-from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Sink
+from queuey_core.backends.base import AnyDeadLetter, DeadLetter, Inspection, Sink
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all
+from queuey_core.backends.rabbitmq.admin import Admin, declare_ladder, get_all, inspect
 from queuey_core.backends.rabbitmq.confirms import (
     Deadline,
     raise_for,
@@ -339,6 +339,10 @@ class RabbitMQBackend:
         """``(ready messages, consumers)`` of ``queue``, as RabbitMQ reports them."""
         frame = self._admin.run(lambda ch: ch.queue_declare(queue, passive=True))
         return int(frame.method.message_count), int(frame.method.consumer_count)
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND."""
+        return self._admin.run(lambda ch: inspect(ch, names))
 
     def held_count(self) -> int:
         """Messages waiting in the delay ladder, for every queue together."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -32,6 +33,10 @@ COLUMNS = [
 ]
 
 
+#: When a sample is taken; tests replace it to get exact rates.
+monotonic: Callable[[], float] = time.monotonic
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One look at the configured queues, and when (``time.monotonic()``) it was taken."""
@@ -50,7 +55,7 @@ def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
         settings.broker.url.get_secret_value(),
         names,
     )
-    return Sample(time.monotonic(), inspection, found)
+    return Sample(monotonic(), inspection, found)
 
 
 def records(sample: Sample) -> list[dict[str, Any]]:

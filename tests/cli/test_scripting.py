@@ -399,3 +399,44 @@ def test_handlers_json_and_piped_list_the_same_records(
     assert (code, json.loads(out)) == (0, expected)
     code, out, _ = run(runner, handlers_config, "handlers")
     assert (code, tsv(out)) == (0, expected)
+
+
+# -- hostile text, piped and on a terminal -------------------------------------------------
+
+HOSTILE = ["tab\there", "new\nline", "\x1b[2J", "[bold]x[/bold]", "[/]"]
+
+
+def test_piped_records_stay_one_a_line_whatever_their_text(
+    runner: CliRunner, config: Path, memory: KeptOpen
+) -> None:
+    for text in HOSTILE:
+        memory.publish(envelope(job_type="greet").model_copy(update={"job_type": text}))
+    kill_all(memory, "fatal: \t\n\x1b")
+    code, out, err = run(runner, config, "dlq", "list")
+    assert code == 0, err
+    records = tsv(out)  # checks every line has as many fields as the header
+    assert [r["job_type"] for r in records] == [
+        "tab\\there",
+        "new\\nline",
+        "\\x1b[2J",
+        "[bold]x[/bold]",
+        "[/]",
+    ]
+    assert {r["reason"] for r in records} == {"fatal: \\t\\n\\x1b"}
+    assert "\x1b" not in out
+
+
+def test_terminal_tables_show_hostile_text_literally(
+    runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("queuey_cli.output.is_terminal", lambda: True)
+    for text in HOSTILE:
+        memory.publish(envelope().model_copy(update={"job_type": text}))
+    kill_all(memory, "[red]reason[/red]")
+    code, out, err = run(runner, config, "dlq", "list")
+    assert code == 0, err
+    assert "┃ job id / handle" in out
+    for shown in ("tab\\there", "new\\nline", "\\x1b[2J", "[bold]x[/bold]", "[/]"):
+        assert shown in out, shown
+    assert out.count("[red]reason[/red]") == len(HOSTILE)
+    assert "\x1b" not in out

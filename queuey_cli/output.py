@@ -83,7 +83,10 @@ def literal(text: object, style: str = "") -> Text:
 
 def table(*columns: str, title: str) -> Table:
     """A table whose rows are added with :func:`add_row` (literal cells). A long cell
-    folds onto more lines rather than being cut: nothing is hidden."""
+    folds onto more lines rather than being cut: nothing is hidden.
+
+    A command that lists records uses :func:`listing` instead, which is plain text when
+    stdout is not a terminal."""
     t = Table(title=title)
     for column in columns:
         t.add_column(column, overflow="fold")

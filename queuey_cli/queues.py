@@ -99,7 +99,7 @@ def interval_seconds(text: str) -> float:
     except ValueError as exc:
         raise usage(f"--interval: {exc}") from None
     if not math.isfinite(seconds) or seconds < 0.1:
-        raise usage(f"--interval: {text!r} is too short (at least 100ms)")
+        raise usage(f"--interval: {text!r}: must be at least 100ms")
     return seconds
 
 
@@ -124,6 +124,7 @@ def queues(
     names = list(settings.queue_set())
     broker = backend(settings)
     if watch:
+        # Here, not at the top: queuey_cli.watch imports this module.
         from queuey_cli.watch import watch_queues  # noqa: PLC0415
 
         watch_queues(broker, lambda: take(broker, settings, names), seconds)

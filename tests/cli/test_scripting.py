@@ -184,9 +184,9 @@ def test_queues_on_a_terminal_is_a_table_with_its_notes(
     [
         (["--watch", "--json"], "error: --watch and --json do not go together"),
         (["--interval", "2s"], "error: --interval goes with --watch"),
-        (["--watch", "--interval", "0"], "error: --interval: '0' is too short"),
+        (["--watch", "--interval", "0"], "error: --interval: '0': must be at least 100ms"),
         (["--watch", "--interval", "soon"], "error: --interval: 'soon' is not a duration"),
-        (["--watch", "--interval", "nan"], "error: --interval: 'nan' is too short"),
+        (["--watch", "--interval", "nan"], "error: --interval: 'nan': must be at least 100ms"),
     ],
 )
 def test_bad_watch_options_are_one_line_and_exit_2_before_connecting(

@@ -290,3 +290,35 @@ def test_watch_piped_prints_records_each_interval_until_sigint(config: Path) -> 
     [first, again] = [r for r in rows if r["name"] == "second"]
     assert (first["ready_per_s"], again["ready_per_s"]) == ("-", "0/s"), "nothing changed"
     assert first["time"] <= again["time"]
+
+
+def test_watch_shows_a_broker_it_lost_and_carries_on_when_it_is_back(config: Path) -> None:
+    # The broker "goes away" for this watch only: its virtual host is deleted (RabbitMQ
+    # closes the watch's connection and refuses new ones), then made again.
+    declare_second(ready=1)
+    proc = subprocess.Popen(
+        [QUEUEY, "--config", str(config), "queues", "--watch", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    try:
+        assert read_until(proc.stdout.fileno(), b"\tsecond\t1\t", out, 60), out
+        rabbitmqctl("delete_vhost", VHOST)
+        assert read_until(proc.stderr.fileno(), b"broker lost at", err, 60), err
+        rabbitmqctl("add_vhost", VHOST)
+        rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+        back = len(out)
+        assert read_until(proc.stdout.fileno(), b"\tsecond\tnot declared yet\t", out, 60), out
+        assert len(out) > back
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert b"Traceback" not in out + err
+    assert b"asking again every 0.2s" in err

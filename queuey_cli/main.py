@@ -5,17 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer._completion_classes import completion_init
-from typer.completion import install_callback, show_callback
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import config, dlq, enqueue, handlers, queues, scheduler, worker
+from queuey_cli import completion, config, dlq, enqueue, handlers, queues, scheduler, worker
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
@@ -35,6 +32,10 @@ class _OneLineErrors(TyperGroup):
         **extra: Any,
     ) -> Any:
         """See :meth:`typer.core.TyperGroup.main`; with ``standalone_mode`` it exits."""
+        try:
+            args = completion.with_shell(sys.argv[1:] if args is None else args)
+        except completion.NoShell as exc:
+            _fail(str(exc), Exit.USAGE)
         run = (args, prog_name, complete_var)
         if not standalone_mode:
             return super().main(*run, False, windows_expand_args, **extra)
@@ -62,8 +63,8 @@ app = typer.Typer(
     cls=_OneLineErrors,
     help="Typed background jobs on RabbitMQ.",
     no_args_is_help=True,
-    # Completion is on, with options of our own below: Typer's guess the shell from the
-    # process tree, which fails in containers and scripts, and ignore a shell named.
+    # Completion is on, with options of our own (queuey_cli.completion): Typer's only
+    # guess the shell, which fails in containers and scripts, and ignore one named.
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -75,33 +76,6 @@ app.add_typer(dlq.app, name="dlq")
 app.add_typer(config.app, name="config")
 app.command("scheduler")(scheduler.scheduler)
 app.add_typer(scheduler.schedules_app, name="schedules")
-
-
-class Shell(StrEnum):
-    """The shells Typer writes completion scripts for."""
-
-    BASH = "bash"
-    ZSH = "zsh"
-    FISH = "fish"
-    POWERSHELL = "powershell"
-    PWSH = "pwsh"
-
-
-# Typer's completion classes: what answers `_QUEUEY_COMPLETE=complete_bash queuey ...`,
-# the call the scripts below make at each <Tab>.
-completion_init()
-
-
-def _show_completion(ctx: typer.Context, param: typer.CallbackParam, value: Shell | None) -> None:
-    if value is not None:
-        show_callback(ctx, param, value.value)  # prints the script and exits 0
-
-
-def _install_completion(
-    ctx: typer.Context, param: typer.CallbackParam, value: Shell | None
-) -> None:
-    if value is not None:
-        install_callback(ctx, param, value.value)  # writes it to the shell's rc, exits 0
 
 
 def _version(value: bool) -> None:
@@ -134,21 +108,21 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
     install_completion: Annotated[
-        Shell | None,
+        completion.Shell | None,
         typer.Option(
-            callback=_install_completion,
+            callback=completion.install,
             is_eager=True,
             expose_value=False,
-            help="Install tab completion for this shell (in its rc file), then exit.",
+            help="Install tab completion for this shell (default: the one running), then exit.",
         ),
     ] = None,
     show_completion: Annotated[
-        Shell | None,
+        completion.Shell | None,
         typer.Option(
-            callback=_show_completion,
+            callback=completion.show,
             is_eager=True,
             expose_value=False,
-            help="Print the tab-completion script for this shell, then exit.",
+            help="Print the tab-completion script for this shell (default: the one running).",
         ),
     ] = None,
 ) -> None:

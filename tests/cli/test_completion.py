@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from queuey_cli import completion
 from queuey_cli.main import app
 
 QUEUEY = str(Path(sys.executable).parent / "queuey")
@@ -52,6 +53,43 @@ def test_show_completion_in_process(runner: CliRunner) -> None:
     assert "complete -o default -F _queuey_completion queuey" in result.stdout
 
 
+def test_without_a_shell_named_the_one_running_is_used() -> None:
+    # `; true` keeps bash from exec-ing queuey in its place: bash stays its parent.
+    done = subprocess.run(
+        ["bash", "-c", f"{QUEUEY} --show-completion; true"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "complete -o default -F _queuey_completion queuey" in done.stdout
+
+
+@pytest.mark.parametrize("option", ["--show-completion", "--install-completion"])
+def test_without_a_shell_named_or_detected_it_is_one_line_and_exit_2(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    monkeypatch.setattr(completion, "detected_shell", lambda: None)
+    result = runner.invoke(app, [option, "--log-level", "info"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {option}: could not tell which shell this is: name it "
+        "(bash, zsh, fish, powershell, pwsh)"
+    ]
+    assert result.stdout == ""
+
+
+def test_a_detected_shell_is_used_when_none_is_named(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(completion, "detected_shell", lambda: completion.Shell.ZSH)
+    result = runner.invoke(app, ["--show-completion"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("#compdef queuey")
+
+
 def test_the_completion_script_s_callback_completes_commands_and_subcommands() -> None:
     env = {"_QUEUEY_COMPLETE": "complete_bash", "COMP_WORDS": "queuey dlq ", "COMP_CWORD": "2"}
     done = script(env=env)
@@ -72,7 +110,6 @@ def test_install_completion_writes_the_script_where_the_shell_reads_it(tmp_path:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--show-completion"], "error: Option '--show-completion' requires an argument."),
         (["--show-completion", "tcsh"], "error: Invalid value for '--show-completion'"),
         (["--install-completion", "csh"], "error: Invalid value for '--install-completion'"),
         (["--bogus"], "error: No such option: --bogus"),

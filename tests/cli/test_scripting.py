@@ -22,6 +22,7 @@ from queuey_cli.management import Unacked
 from queuey_core import BackendError, Envelope
 from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection
 from queuey_core.backends.memory import MemoryBackend
+from queuey_core.clock import ManualClock
 from queuey_core.handlers import discover
 from queuey_core.queues import QueueConfig
 from tests.cli.conftest import UNREACHABLE
@@ -46,7 +47,7 @@ class KeptOpen(MemoryBackend):
     """A MemoryBackend that outlives the commands closing it, so a test can look after."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(clock=ManualClock())  # delays wait for the test, never for real
         self.closes = 0
 
     def close(self) -> None:
@@ -147,6 +148,20 @@ def test_queues_json_counts_each_queue_and_names_one_not_declared_yet(
     }
     assert err == "", "nothing but the document, and nothing on stderr"
     assert memory.closes == 1
+
+
+def test_queues_counts_what_the_delay_ladder_holds(
+    runner: CliRunner, config: Path, memory: KeptOpen
+) -> None:
+    memory.publish(envelope(), delay=3600)
+    memory.defer(envelope(), 60)
+    code, out, err = run(runner, config, "queues", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["held"] == 2
+    assert doc["queues"][0]["ready"] == 0, "held, not ready"
+    code, out, err = run(runner, config, "queues")
+    assert "held in the delay ladder (all queues): 2" in err
 
 
 def test_queues_piped_is_a_header_and_a_tab_separated_record_a_queue(

@@ -306,6 +306,28 @@ def test_watch_shows_a_lost_broker_and_keeps_asking_until_it_answers(
     assert flaky.closes == 1
 
 
+def test_watch_on_a_terminal_keeps_the_last_counts_and_says_the_broker_is_lost(
+    runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CliRunner's stdout is no terminal to Rich: the live display shows its last state
+    # when it stops, which is what this test reads.
+    monkeypatch.setattr(watch, "is_terminal", lambda: True)
+    publish(memory, 2)
+    flaky = Flaky(memory)
+    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: flaky)
+    watching(monkeypatch, Clock(stop_after=3, between=lambda n: None))
+    code, out, err = run(runner, config, "queues", "--watch", "--interval", "1s")
+    assert code == 0, err
+    assert flaky.calls == 3, "samples 2 and 3 found the broker lost"
+    assert "ready/s" in out
+    assert "not declared yet" in out
+    assert "every 1s, sample 1 at" in out, "the counts of the last sample that worked"
+    assert "broker lost at" in out
+    assert "connection refused; asking again every 1s" in out
+    assert "held in the delay ladder (all queues): 0" in out
+    assert flaky.closes == 1
+
+
 def test_watch_rates_are_the_change_per_second_between_two_samples(memory: KeptOpen) -> None:
     none = Unacked(None, "no management API")
     first = queues_cmd.Sample(10.0, memory.inspect(["there"]), none)

@@ -122,7 +122,7 @@ def _cells(name: str, d: AnyDeadLetter) -> list[object]:
     reason = _reason(d)
     shown = "unknown" if reason is None else reason
     if isinstance(d, UndecodableDeadLetter):
-        return [d.handle, f"(not an envelope: {d.error}) {d.preview}", name, "", shown, _when(d)]
+        return [d.handle, f"(not an envelope: {d.error}) {d.preview}", name, None, shown, _when(d)]
     env = d.envelope
     return [d.handle, env.job_type, name, env.attempt, shown, _when(d)]
 

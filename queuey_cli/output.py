@@ -15,8 +15,10 @@ through :func:`printable`, and onto a console only as :class:`rich.text.Text`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -26,6 +28,7 @@ from enum import IntEnum, StrEnum
 from types import TracebackType
 from typing import Any
 
+import typer
 from rich.console import Console, ConsoleRenderable
 from rich.logging import RichHandler
 from rich.table import Table
@@ -147,10 +150,22 @@ def plain_lines(
 
 
 def write_lines(lines: Iterable[str]) -> None:
-    """Plain lines on stdout, as they are (Rich would expand the tabs)."""
-    for line in lines:
-        out.file.write(line + "\n")
-    out.file.flush()
+    """Plain lines on stdout, as they are (Rich would expand the tabs).
+
+    A reader that has gone (``queuey queues --watch | head``) ends the command, exit 0:
+    it had what it wanted.
+    """
+    try:
+        for line in lines:
+            out.file.write(line + "\n")
+        out.file.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again on the way out: point it somewhere that takes it.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        raise typer.Exit(Exit.OK) from None
 
 
 def listing(

@@ -322,3 +322,18 @@ def test_watch_shows_a_broker_it_lost_and_carries_on_when_it_is_back(config: Pat
             proc.wait()
     assert b"Traceback" not in out + err
     assert b"asking again every 0.2s" in err
+
+
+def test_a_reader_that_goes_away_ends_the_watch_quietly(config: Path) -> None:
+    # `queuey queues --watch | head -3`: once head has its lines, the watch has no reader.
+    done = subprocess.run(
+        ["bash", "-c", f"'{QUEUEY}' --config '{config}' queues --watch --interval 0.1 | head -3"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+    assert done.stderr == "", "no traceback, no 'unexpected failure'"

@@ -15,6 +15,9 @@ from queuey_core import ConfigError, QueueSet, QueueyError
 from queuey_core.handlers import Discovered, check_queues, discover
 from queuey_core.settings import Settings, load_settings
 
+#: ``--json`` on every read command: one JSON document on stdout, nothing else there.
+JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: see the README).")
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

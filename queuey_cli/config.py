@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from queuey_cli.common import cli_errors, state
+from queuey_cli.common import JsonOption, cli_errors, state
 from queuey_cli.output import print_json
 from queuey_core.settings import find_config
 
@@ -13,8 +15,10 @@ app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 
 @app.command("show")
 @cli_errors
-def show(ctx: typer.Context) -> None:
-    """Print the effective configuration (file, then QUEUEY_*), as JSON."""
+def show(ctx: typer.Context, as_json: Annotated[bool, JsonOption] = False) -> None:
+    """Print the effective configuration (file, then QUEUEY_*), as JSON (with or without
+    --json)."""
+    del as_json  # JSON either way; --json is taken so that every read command takes it
     st = state(ctx)
     settings, sources = st.settings(), find_config(st.config or None)
     data = {"sources": [str(s) for s in sources], **settings.redacted()}

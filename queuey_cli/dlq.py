@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.output import add_row, out, print_json, printable, say, table
+from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
+from queuey_cli.output import Column, err, listing, print_json, printable, say
 from queuey_core import DeadLetter
 from queuey_core.backends.base import AnyDeadLetter, UndecodableDeadLetter
 
@@ -47,16 +47,29 @@ def _names(ctx: typer.Context, queue: str | None) -> list[str]:
     return names
 
 
-def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str]]:
+def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list[str]]:
+    """A backend, the chosen queues whose dead-letter queue exists, and those not
+    declared yet (listing one would be a NOT_FOUND: there is nothing in it to list)."""
     names = _names(ctx, queue)
     broker = backend(state(ctx).settings())
-    # The unroutable queue is looked at only while it holds something (it does not
-    # exist until a worker or producer of this version declared the ladder).
-    if queue is None or queue == UNROUTABLE:
-        names = [n for n in names if n != UNROUTABLE]
-        if broker.unroutable_count():
-            names.append(UNROUTABLE)
-    return broker, names
+    try:
+        wanted = [n for n in names if n != UNROUTABLE]
+        inspection = broker.inspect(wanted)
+        seen = inspection.queues
+        there = [n for n in wanted if (c := seen[n]) is not None and c.dead_letters is not None]
+        missing = [n for n in wanted if n not in there]
+        # The unroutable queue is looked at only while it holds something (it does not
+        # exist until a worker or producer of this version declared the ladder).
+        if (queue is None or queue == UNROUTABLE) and inspection.unroutable:
+            there.append(UNROUTABLE)
+    except BaseException:
+        broker.close()
+        raise
+    return broker, there, missing
+
+
+def _not_declared(names: list[str]) -> list[str]:
+    return [f"queue {printable(repr(n))}: not declared yet, no dead letters" for n in names]
 
 
 # A dead letter's reason and time come from message headers, which anything that can
@@ -121,38 +134,50 @@ def _all(broker: Any, names: list[str], limit: int | None = None) -> list[Found]
     return [(name, d) for name in names for d in broker.list_dead_letters(name, limit=limit)]
 
 
+COLUMNS = [
+    Column("job id / handle", "handle", no_wrap=True, min_width=36),
+    Column("type", "job_type"),
+    Column("queue", "dlq_of"),
+    Column("attempts", "attempt"),
+    Column("reason", "reason"),
+    Column("when", "dead_at"),
+]
+
+
+def _cells(name: str, d: AnyDeadLetter) -> list[object]:
+    reason = _reason(d)
+    shown = "unknown" if reason is None else reason
+    if isinstance(d, UndecodableDeadLetter):
+        return [d.handle, f"(not an envelope: {d.error}) {d.preview}", name, None, shown, _when(d)]
+    env = d.envelope
+    return [d.handle, env.job_type, name, env.attempt, shown, _when(d)]
+
+
 @app.command("list")
 @cli_errors
 def list_(
     ctx: typer.Context,
     queue: QueueOption = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many per queue.")] = 100,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+    as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """List dead letters, oldest first, without removing or reordering anything.
 
     Messages that are not queuey envelopes are listed too, by message id or #position.
+    A queue not declared yet on the broker is named as such (on stderr with --json).
     """
-    broker, names = _queues(ctx, queue)
-    found = _all(broker, names, limit)
-    broker.close()
+    broker, names, missing = _queues(ctx, queue)
+    try:
+        found = _all(broker, names, limit)
+    finally:
+        broker.close()
+    notes = _not_declared(missing)
     if as_json:
         print_json([_as_dict(name, d) for name, d in found])
+        for note in notes:
+            say(note, to=err)
         return
-    t = table(title="dead letters")
-    t.add_column("job id / handle", no_wrap=True, min_width=36)
-    for column in ("type", "queue", "attempts", "reason", "when"):
-        t.add_column(column, overflow="fold")
-    for name, d in found:
-        reason = _reason(d)
-        shown = "unknown" if reason is None else reason
-        if isinstance(d, UndecodableDeadLetter):
-            kind = f"(not an envelope: {d.error}) {d.preview}"
-            add_row(t, d.handle, kind, name, "", shown, _when(d))
-        else:
-            env = d.envelope
-            add_row(t, d.handle, env.job_type, name, env.attempt, shown, _when(d))
-    out.print(t)
+    listing("dead letters", COLUMNS, [_cells(name, d) for name, d in found], notes=notes)
 
 
 def _find(broker: Any, names: list[str], handle: str) -> Found | None:
@@ -168,11 +193,15 @@ def show(
     ctx: typer.Context,
     handle: Annotated[str, typer.Argument(help="The job id (or handle, for a non-envelope).")],
     queue: QueueOption = None,
+    as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
-    """Show one dead letter in full, as JSON."""
-    broker, names = _queues(ctx, queue)
-    found = _find(broker, names, handle)
-    broker.close()
+    """Show one dead letter in full, as JSON (with or without --json)."""
+    del as_json  # JSON either way; --json is taken so that every read command takes it
+    broker, names, _ = _queues(ctx, queue)
+    try:
+        found = _find(broker, names, handle)
+    finally:
+        broker.close()
     if found is None:
         raise usage(f"no dead letter with job id {handle}")
     print_json(_as_dict(*found))
@@ -193,7 +222,7 @@ def requeue(
     """
     if bool(job_ids) == all_:
         raise usage("give job ids or --all")
-    broker, names = _queues(ctx, queue)
+    broker, names, _ = _queues(ctx, queue)
     moved = 0
     if all_:
         for name in names:
@@ -249,7 +278,7 @@ def delete(
     queue: QueueOption = None,
 ) -> None:
     """Delete chosen dead letters (envelopes or not); the others stay, in order."""
-    broker, names = _queues(ctx, queue)
+    broker, names, _ = _queues(ctx, queue)
     wanted = set(handles)
     deleted = 0
     for name in names:
@@ -271,13 +300,15 @@ def purge(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete every dead letter of one queue."""
-    names = _names(ctx, queue)
+    _names(ctx, queue)  # an unknown queue is refused before anyone is asked
     if not yes:
         if not sys.stdin.isatty():
             raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
         if not typer.confirm(f"delete every dead letter of {printable(queue)}?", err=True):
             raise usage("not confirmed")
-    broker = backend(state(ctx).settings())
-    purged = broker.purge_dead_letters(names[0])
-    broker.close()
+    broker, there, _ = _queues(ctx, queue)
+    try:
+        purged = broker.purge_dead_letters(there[0]) if there else 0
+    finally:
+        broker.close()
     say(f"purged {purged}")

@@ -12,7 +12,17 @@ import typer
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import config, dlq, enqueue, handlers, queues, scheduler, schema, worker
+from queuey_cli import (
+    completion,
+    config,
+    dlq,
+    enqueue,
+    handlers,
+    queues,
+    scheduler,
+    schema,
+    worker,
+)
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
@@ -32,6 +42,10 @@ class _OneLineErrors(TyperGroup):
         **extra: Any,
     ) -> Any:
         """See :meth:`typer.core.TyperGroup.main`; with ``standalone_mode`` it exits."""
+        try:
+            args = completion.with_shell(sys.argv[1:] if args is None else args)
+        except completion.NoShell as exc:
+            _fail(str(exc), Exit.USAGE)
         run = (args, prog_name, complete_var)
         if not standalone_mode:
             return super().main(*run, False, windows_expand_args, **extra)
@@ -59,6 +73,8 @@ app = typer.Typer(
     cls=_OneLineErrors,
     help="Typed background jobs on RabbitMQ.",
     no_args_is_help=True,
+    # Completion is on, with options of our own (queuey_cli.completion): Typer's only
+    # guess the shell, which fails in containers and scripts, and ignore one named.
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -102,6 +118,24 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
+    install_completion: Annotated[
+        completion.Shell | None,
+        typer.Option(
+            callback=completion.install,
+            is_eager=True,
+            expose_value=False,
+            help="Install tab completion for this shell (default: the one running), then exit.",
+        ),
+    ] = None,
+    show_completion: Annotated[
+        completion.Shell | None,
+        typer.Option(
+            callback=completion.show,
+            is_eager=True,
+            expose_value=False,
+            help="Print the tab-completion script for this shell (default: the one running).",
+        ),
+    ] = None,
 ) -> None:
     """Typed background jobs on RabbitMQ."""
     if log_level.lower() not in {"debug", "info", "warning", "error"}:

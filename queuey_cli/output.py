@@ -1,5 +1,10 @@
 """Where the command line writes: results to stdout, errors and logs to stderr.
 
+Listings (:func:`listing`) are Rich tables on a terminal only; piped or redirected they
+are plain text a script can cut: a header of field names (those of ``--json``), then one
+record a line, tab-separated. Notes that go with a table (what it could not show) go to
+stderr then, so stdout holds nothing but the records.
+
 Text that came from a message, a handler or a user (job types, ids, reasons, queue
 names, payloads, error messages quoting them) is shown literally: never read as Rich
 markup (``[/]`` in a reason once crashed ``dlq list``), and with control characters
@@ -10,15 +15,20 @@ through :func:`printable`, and onto a console only as :class:`rich.text.Text`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 import sys
 import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from types import TracebackType
 from typing import Any
 
+import typer
 from rich.console import Console, ConsoleRenderable
 from rich.logging import RichHandler
 from rich.table import Table
@@ -76,7 +86,10 @@ def literal(text: object, style: str = "") -> Text:
 
 def table(*columns: str, title: str) -> Table:
     """A table whose rows are added with :func:`add_row` (literal cells). A long cell
-    folds onto more lines rather than being cut: nothing is hidden."""
+    folds onto more lines rather than being cut: nothing is hidden.
+
+    A command that lists records uses :func:`listing` instead, which is plain text when
+    stdout is not a terminal."""
     t = Table(title=title)
     for column in columns:
         t.add_column(column, overflow="fold")
@@ -86,6 +99,96 @@ def table(*columns: str, title: str) -> Table:
 def add_row(t: Table, *cells: object) -> None:
     """Add a row of literal cells to ``t``."""
     t.add_row(*(literal(cell) for cell in cells))
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of a listing: ``title`` on a terminal, ``name`` (the ``--json`` field's)
+    in the header of plain output."""
+
+    title: str
+    name: str
+    no_wrap: bool = False
+    min_width: int | None = None
+
+
+#: What a cell with no value shows (plain output too: an empty field would vanish in awk).
+NONE = "-"
+
+
+def is_terminal() -> bool:
+    """Whether stdout is a terminal: tables there, plain text anywhere else."""
+    isatty = getattr(out.file, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed file
+        return False
+
+
+def _cell(value: object) -> str:
+    return NONE if value is None else printable(value)
+
+
+def rows_table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[object]]) -> Table:
+    """A Rich table of literal cells; a long cell folds rather than being cut."""
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c.title, overflow="fold", no_wrap=c.no_wrap, min_width=c.min_width)
+    for row in rows:
+        t.add_row(*(Text(_cell(v)) for v in row))
+    return t
+
+
+def plain_lines(
+    columns: Sequence[Column], rows: Iterable[Sequence[object]], *, header: bool = True
+) -> list[str]:
+    """A header of field names, then a line a record, tab-separated. Every cell is
+    :func:`printable`, so a tab or newline in a value is escaped and cannot split it."""
+    lines = ["\t".join(c.name for c in columns)] if header else []
+    lines.extend("\t".join(_cell(v) for v in row) for row in rows)
+    return lines
+
+
+def write_lines(lines: Iterable[str]) -> None:
+    """Plain lines on stdout, as they are (Rich would expand the tabs).
+
+    A reader that has gone (``queuey queues --watch | head``) ends the command, exit 0:
+    it had what it wanted.
+    """
+    try:
+        for line in lines:
+            out.file.write(line + "\n")
+        out.file.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again on the way out: point it somewhere that takes it.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        raise typer.Exit(Exit.OK) from None
+
+
+def listing(
+    title: str,
+    columns: Sequence[Column],
+    rows: Iterable[Sequence[object]],
+    *,
+    notes: Sequence[str] = (),
+) -> None:
+    """Records on stdout: a table on a terminal (``notes`` below it), else plain lines
+    (``notes`` on stderr). Every read command lists through here."""
+    rows = list(rows)
+    if is_terminal():
+        if rows:
+            out.print(rows_table(title, columns, rows))
+        else:
+            say(f"no {title}")
+        for note in notes:
+            say(note)
+        return
+    write_lines(plain_lines(columns, rows))
+    for note in notes:
+        say(note, to=err)
 
 
 def print_json(data: Any) -> None:

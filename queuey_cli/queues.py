@@ -1,43 +1,158 @@
-"""``queuey queues``: what is waiting where."""
+"""``queuey queues``: what is waiting where, once (table, plain text or JSON) or live.
+
+A configured queue that does not exist on the broker yet (nothing declared it: no
+worker or enqueue has run) is shown as "not declared yet", never a NOT_FOUND failure.
+Unacked counts come from the management API only (:mod:`queuey_cli.management`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 
-from queuey_cli.common import backend, cli_errors, state
-from queuey_cli.management import unacked
-from queuey_cli.output import add_row, out, say, table
+from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
+from queuey_cli.management import Unacked, unacked
+from queuey_cli.output import Column, listing, print_json
+from queuey_core.backends.base import Inspectable, Inspection
+from queuey_core.settings import Settings, duration
+
+#: Shown in the ready column of a queue the broker does not have yet.
+NOT_DECLARED = "not declared yet"
+
+COLUMNS = [
+    Column("queue", "name"),
+    Column("ready", "ready"),
+    Column("unacked", "unacked"),
+    Column("consumers", "consumers"),
+    Column("dead letters", "dead_letters"),
+]
 
 
-@cli_errors
-def queues(ctx: typer.Context) -> None:
-    """Each queue: ready, unacked, consumers, dead letters; and what the ladder holds."""
-    settings = state(ctx).settings()
-    names = list(settings.queue_set())
-    broker = backend(settings)
-    rows: list[tuple[str, Any, Any, Any]] = []
-    for name in names:
-        ready, consumers = broker.queue_counts(name)
-        dead, _ = broker.queue_counts(f"{name}.dlq")
-        rows.append((name, ready, consumers, dead))
-    held = broker.held_count()
-    unroutable = broker.unroutable_count()
-    broker.close()
+#: When a sample is taken; tests replace it to get exact rates.
+monotonic: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One look at the configured queues, and when (``time.monotonic()``) it was taken."""
+
+    at: float
+    inspection: Inspection
+    unacked: Unacked
+
+
+def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
+    """Count ``names`` on the broker, and their unacked messages where the API answers."""
+    inspection = broker.inspect(names)
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,
         settings.broker.url.get_secret_value(),
         names,
     )
-    t = table("queue", "ready", "unacked", "consumers", "dead letters", title="queues")
-    for name, ready, consumers, dead in rows:
-        shown = found.counts[name] if found.counts is not None else "n/a"
-        add_row(t, name, ready, shown, consumers, dead)
-    out.print(t)
-    say(f"held in the delay ladder (all queues): {held}")
+    return Sample(monotonic(), inspection, found)
+
+
+def records(sample: Sample) -> list[dict[str, Any]]:
+    """One record a queue, with the ``--json`` field names (None: not known)."""
+    result: list[dict[str, Any]] = []
+    for name, counts in sample.inspection.queues.items():
+        unacked_counts = sample.unacked.counts
+        result.append(
+            {
+                "name": name,
+                "exists": counts is not None,
+                "ready": None if counts is None else counts.ready,
+                "unacked": (
+                    unacked_counts.get(name) if unacked_counts and counts is not None else None
+                ),
+                "consumers": None if counts is None else counts.consumers,
+                "dead_letters": None if counts is None else counts.dead_letters,
+            }
+        )
+    return result
+
+
+def cells(record: dict[str, Any], *, unacked_known: bool) -> list[object]:
+    """A record as table cells: "not declared yet" and "n/a" where a number is missing."""
+    if not record["exists"]:
+        return [record["name"], NOT_DECLARED, None, None, None]
+    shown = record["unacked"] if unacked_known else "n/a"
+    return [record["name"], record["ready"], shown, record["consumers"], record["dead_letters"]]
+
+
+def held_note(sample: Sample) -> str:
+    """What the delay ladder holds, for every queue together."""
+    held = sample.inspection.held
+    return f"held in the delay ladder (all queues): {NOT_DECLARED if held is None else held}"
+
+
+def unroutable_note(sample: Sample) -> str:
+    """What ``queuey.unroutable`` holds, with where to look when it is not empty."""
+    count = sample.inspection.unroutable
     hint = " (for queues that do not exist: queuey dlq list --queue queuey.unroutable)"
-    say(f"unroutable (queuey.unroutable): {unroutable}{hint if unroutable else ''}")
-    if found.counts is None:
-        say(f"unacked: n/a ({found.why_not})")
+    return f"unroutable (queuey.unroutable): {count}{hint if count else ''}"
+
+
+def interval_seconds(text: str) -> float:
+    """``--interval`` in seconds: a duration (``500ms``, ``2s``) or a number, >= 0.1 s."""
+    try:
+        seconds = duration(text)
+    except ValueError as exc:
+        raise usage(f"--interval: {exc}") from None
+    if not math.isfinite(seconds) or seconds < 0.1:
+        raise usage(f"--interval: {text!r}: must be at least 100ms")
+    return seconds
+
+
+@cli_errors
+def queues(
+    ctx: typer.Context,
+    as_json: Annotated[bool, JsonOption] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="A live table, refreshed until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        str | None, typer.Option(help="With --watch: seconds between refreshes (default 2s).")
+    ] = None,
+) -> None:
+    """Each queue: ready, unacked, consumers, dead letters; and what the ladder holds."""
+    if watch and as_json:
+        raise usage("--watch and --json do not go together: run --json at each interval instead")
+    if interval is not None and not watch:
+        raise usage("--interval goes with --watch")
+    seconds = interval_seconds(interval) if interval is not None else 2.0
+    settings = state(ctx).settings()
+    names = list(settings.queue_set())
+    broker = backend(settings)
+    if watch:
+        # Here, not at the top: queuey_cli.watch imports this module.
+        from queuey_cli.watch import watch_queues  # noqa: PLC0415
+
+        watch_queues(broker, lambda: take(broker, settings, names), seconds)
+        return
+    try:
+        sample = take(broker, settings, names)
+    finally:
+        broker.close()
+    found = records(sample)
+    if as_json:
+        print_json(
+            {
+                "queues": found,
+                "held": sample.inspection.held,
+                "unroutable": sample.inspection.unroutable,
+                "unacked_error": sample.unacked.why_not or None,
+            }
+        )
+        return
+    notes = [held_note(sample), unroutable_note(sample)]
+    if sample.unacked.counts is None:
+        notes.append(f"unacked: n/a ({sample.unacked.why_not})")
+    known = sample.unacked.counts is not None
+    listing("queues", COLUMNS, [cells(r, unacked_known=known) for r in found], notes=notes)

@@ -8,7 +8,6 @@ the leader fires (:mod:`queuey_core.backends.rabbitmq.election`).
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -19,10 +18,9 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from queuey_cli.common import State, backend, cli_errors, state, usage
-from queuey_cli.output import Exit, error, out
+from queuey_cli.common import JsonOption, State, backend, cli_errors, state, usage
+from queuey_cli.output import Column, Exit, error, listing, out, print_json
 from queuey_core import ConfigError, QueueSet, QueueyError, Schedule, Scheduler
 from queuey_core.handlers import Discovered
 from queuey_core.schedules import Cron, build_schedules, job_models
@@ -181,6 +179,16 @@ def run_beside(settings: Settings, schedules: list[Schedule], broker: Any, handl
 # -- queuey schedules --------------------------------------------------------------------
 
 
+SCHEDULE_COLUMNS = [
+    Column("schedule", "name"),
+    Column("job", "job_type"),
+    Column("when", "trigger"),
+    Column("catch-up", "catch_up"),
+    Column("last firing", "last_firing"),
+    Column("next firing", "next_firing"),
+]
+
+
 def _moment(ms: int | None, schedule: Schedule) -> str | None:
     if ms is None:
         return None
@@ -192,7 +200,7 @@ def _moment(ms: int | None, schedule: Schedule) -> str | None:
 @cli_errors
 def schedules(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+    as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """List each schedule with its last and next firing."""
     if ctx.invoked_subcommand is not None:
@@ -200,7 +208,7 @@ def schedules(
     settings, _queue_set, configured = _configured(ctx)
     if not configured:
         if as_json:
-            out.print_json("[]")
+            print_json([])
         else:
             out.print("no schedules configured (schedules.NAME tables)", highlight=False)
         return
@@ -220,7 +228,7 @@ def schedules(
         rows.append(
             {
                 "name": s.name,
-                "job": s.job_type,
+                "job_type": s.job_type,
                 "payload": s.job.model_dump(mode="json"),
                 "priority": s.priority,
                 "trigger": s.trigger.describe(),
@@ -232,19 +240,11 @@ def schedules(
             }
         )
     if as_json:
-        out.print_json(json.dumps(rows))
+        print_json(rows)
         return
-    table = Table("schedule", "job", "when", "catch-up", "last firing", "next firing")
-    for row in rows:
-        table.add_row(
-            row["name"],
-            row["job"],
-            row["trigger"],
-            row["catch_up"],
-            row["last_firing"] or "never",
-            row["next_firing"],
-        )
-    out.print(table)
+    fields = ("name", "job_type", "trigger", "catch_up", "last_firing", "next_firing")
+    cells = [[r[f] or "never" if f == "last_firing" else r[f] for f in fields] for r in rows]
+    listing("schedules", SCHEDULE_COLUMNS, cells)
 
 
 @schedules_app.command("fire")

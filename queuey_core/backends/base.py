@@ -128,6 +128,39 @@ class UndecodableDeadLetter(NamedTuple):
 AnyDeadLetter = DeadLetter | UndecodableDeadLetter
 
 
+class QueueCounts(NamedTuple):
+    """What a declared queue holds, as the broker reports it.
+
+    ``dead_letters`` is None when the queue's dead-letter queue does not exist.
+    """
+
+    ready: int
+    consumers: int
+    dead_letters: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """One look at some queues: their counts, None for a queue not declared yet.
+
+    ``held`` is what the delay ladder holds for every queue together, or None when the
+    ladder is not declared yet (nothing was ever enqueued with a delay or retried).
+    ``unroutable`` is what ``queuey.unroutable`` holds: delayed messages whose queue did
+    not exist at the end of the ladder (always 0 on a backend without a ladder).
+    """
+
+    queues: dict[str, QueueCounts | None]
+    held: int | None
+    unroutable: int = 0
+
+
+class Inspectable(Protocol):
+    """A backend that can count what its queues hold (``queuey queues``, ``dlq list``)."""
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        """Counts of ``names``; a queue that does not exist is None, never an error."""
+
+
 class Backend(Protocol):
     """What the producer and the worker need from a broker."""
 

@@ -26,6 +26,8 @@ from queuey_core.backends.base import (
     AnyDeadLetter,
     ConsumerEnded,
     DeadLetter,
+    Inspection,
+    QueueCounts,
     Sink,
     UndecodableDeadLetter,
     message_handle,
@@ -194,6 +196,17 @@ class MemoryBackend:
             purged = len(q.dead)
             q.dead = []
             return purged
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        """See :meth:`Inspectable.inspect`: None for a queue never declared."""
+        with self._lock:
+            found: dict[str, QueueCounts | None] = {}
+            for name in names:
+                q = self._queues.get(name)
+                found[name] = (
+                    None if q is None else QueueCounts(len(q.ready), len(q.consumers), len(q.dead))
+                )
+            return Inspection(found, sum(q.held for q in self._queues.values()))
 
     def close(self) -> None:
         """See :meth:`Backend.close`: every live consumer ends with ConsumerStoppedError."""

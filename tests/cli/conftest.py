@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from queuey_core import DeadLetter, Envelope
+from queuey_core.backends.base import Inspection, QueueCounts
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 
@@ -52,6 +53,19 @@ class FakeBroker:
     def __init__(self, dead: list[DeadLetter] | None = None) -> None:
         self.dead = dead or []
         self.closed = False
+        #: The queues that exist on this broker (with their dead-letter queues).
+        self.declared = {"default"}
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        return Inspection(
+            {
+                name: QueueCounts(0, 0, sum(d.envelope.queue == name for d in self.dead))
+                if name in self.declared
+                else None
+                for name in names
+            },
+            0,
+        )
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
         return [d for d in self.dead if d.envelope.queue == queue][:limit]

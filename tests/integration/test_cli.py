@@ -111,10 +111,10 @@ def test_enqueue_then_a_burst_worker_runs_every_example(config: Path) -> None:
 
 def test_queues_and_handlers_and_config_show(config: Path) -> None:
     invoke(config, "enqueue", "greet", '{"name": "ada"}')
-    code, out, _ = invoke(config, "queues")
+    code, out, err = invoke(config, "queues")
     assert code == 0
     assert "default" in out
-    assert "held in the delay ladder" in out
+    assert "held in the delay ladder" in err, "piped: notes go to stderr"
     code, out, _ = invoke(config, "config", "show")
     assert code == 0
     assert "guest:***@" in out

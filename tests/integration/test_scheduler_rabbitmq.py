@@ -319,7 +319,7 @@ def test_schedules_lists_the_last_and_next_firing_and_fires_one_now(config: Path
     code, out, err = invoke(config, "schedules", "--json")
     assert code == 0, err
     [row] = json.loads(out)
-    assert (row["name"], row["job"], row["trigger"]) == (SCHEDULE, "greet", "every 1s")
+    assert (row["name"], row["job_type"], row["trigger"]) == (SCHEDULE, "greet", "every 1s")
     assert row["last_firing"] is None
     assert row["next_firing_ms"] - time.time() * 1000 <= 1000
 

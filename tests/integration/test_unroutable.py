@@ -118,7 +118,11 @@ def test_a_delayed_message_for_a_missing_queue_is_kept_and_shown(
     config.write_text(f'[broker]\nurl = "{url}"\n\n[queues.default]\nmax_priority = 10\n')
     code, out, err = _cli(config, "queues")
     assert code == 0, err
-    assert f"unroutable ({topology.UNROUTABLE}): 1" in out, out
+    # Piped, the records are on stdout and the notes on stderr.
+    assert f"unroutable ({topology.UNROUTABLE}): 1" in err, err
+    code, out, err = _cli(config, "queues", "--json")
+    assert code == 0, err
+    assert json.loads(out)["unroutable"] == 1, out
 
     code, out, err = _cli(config, "dlq", "list", "--queue", topology.UNROUTABLE, "--json")
     assert code == 0, err

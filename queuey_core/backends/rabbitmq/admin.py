@@ -2,9 +2,9 @@
 
 Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder
 (with the end of the ladder's alternate exchange, :func:`declare_end_of_ladder`),
-counting, and listing, requeueing, deleting and purging dead letters (the unroutable
-queue's too); reading a dead letter back (:func:`dead_letter_of`), whatever its body and
-headers hold.
+counting (a queue that does not exist counts as None, not an error: :func:`inspect`),
+and listing, requeueing, deleting and purging dead letters (the unroutable queue's too);
+reading a dead letter back (:func:`dead_letter_of`), whatever its body and headers hold.
 Must never: lose or reorder a dead letter while listing it (everything taken is given
 back with one multiple nack), hide one (a body that is not an envelope is listed with a
 preview, a header that cannot be read shows as unknown), or be used for the job path
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pika
@@ -27,6 +27,8 @@ from pika.spec import BasicProperties
 from queuey_core.backends.base import (
     AnyDeadLetter,
     DeadLetter,
+    Inspection,
+    QueueCounts,
     UndecodableDeadLetter,
     message_handle,
     preview,
@@ -169,6 +171,43 @@ def _alternate_in_effect(ch: BlockingChannel) -> bool:
     except pika.exceptions.UnroutableError:
         return False
     return True
+
+
+def inspect(ch: BlockingChannel, names: Sequence[str]) -> Inspection:
+    """Counts of ``names`` (and their dead-letter queues) and of the delay ladder.
+
+    A passive declare of a missing queue is answered 404 and closes its channel: the
+    check goes on on a new channel, so one missing queue hides nothing after it.
+    """
+    conn = ch.connection
+    current = ch
+
+    def count(name: str) -> tuple[int, int] | None:
+        nonlocal current
+        try:
+            frame = current.queue_declare(name, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code != 404:
+                raise
+            current = conn.channel()
+            return None
+        return int(frame.method.message_count), int(frame.method.consumer_count)
+
+    try:
+        queues: dict[str, QueueCounts | None] = {}
+        for name in names:
+            main = count(name)
+            dead = count(topology.dead_letter_name(name)) if main is not None else None
+            queues[name] = (
+                None if main is None else QueueCounts(*main, None if dead is None else dead[0])
+            )
+        levels = [count(topology.delay_name(k)) for k in range(topology.DELAY_LEVELS)]
+        found = [level[0] for level in levels if level is not None]
+        unroutable = count(topology.UNROUTABLE)
+        return Inspection(queues, sum(found) if found else None, unroutable[0] if unroutable else 0)
+    finally:
+        if current is not ch and current.is_open:
+            current.close()
 
 
 def declare_ladder(ch: BlockingChannel) -> None:

@@ -24,13 +24,14 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core import __version__
-from queuey_core.backends.base import AnyDeadLetter, Sink
+from queuey_core.backends.base import AnyDeadLetter, Inspection, Sink
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
     declare_end_of_ladder,
     declare_ladder,
     get_all,
+    inspect,
     requeue,
 )
 from queuey_core.backends.rabbitmq.confirms import (
@@ -343,6 +344,10 @@ class RabbitMQBackend:
             return int(frame.method.message_count)
 
         return self._admin.run(work)
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND."""
+        return self._admin.run(lambda ch: inspect(ch, names))
 
     def held_count(self) -> int:
         """Messages waiting in the delay ladder, for every queue together."""

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from queuey_core.backends.base import (
     AnyDeadLetter,
     ConsumerEnded,
+    ControlHandler,
+    ControlServer,
     DeadLetter,
     Sink,
     UndecodableDeadLetter,
@@ -32,6 +34,7 @@ from queuey_core.backends.base import (
     preview,
     printable,
 )
+from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
@@ -85,6 +88,7 @@ class MemoryBackend:
         self._queues: dict[str, _Queue] = {}
         self._seq = itertools.count()
         self._closed = False
+        self._control = MemoryControl()
 
     # -- Backend -----------------------------------------------------------------
 
@@ -201,6 +205,7 @@ class MemoryBackend:
             if self._closed:
                 return
             self._closed = True
+            self._control.close_all()
             for q in self._queues.values():
                 for sub in list(q.consumers):
                     sub.end(
@@ -210,6 +215,21 @@ class MemoryBackend:
                         )
                     )
                 q.consumers.clear()
+
+    # -- the control channel (SupportsControl) ---------------------------------------
+
+    def serve_control(self, handler: ControlHandler) -> ControlServer:
+        """See :meth:`SupportsControl.serve_control`: ``handler`` is called in the
+        thread of whoever broadcasts (see :mod:`.memory_control`)."""
+        with self._lock:
+            self._check_open()
+        return self._control.serve(handler)
+
+    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
+        """See :meth:`SupportsControl.broadcast_control`: every reply at once."""
+        with self._lock:
+            self._check_open()
+        return self._control.broadcast(request)
 
     # -- inspection (tests) ----------------------------------------------------------
 

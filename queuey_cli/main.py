@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import config, dlq, enqueue, handlers, queues, scheduler, worker
+from queuey_cli import config, dlq, enqueue, handlers, queues, scheduler, worker, workers
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
 
@@ -70,6 +70,7 @@ app.add_typer(dlq.app, name="dlq")
 app.add_typer(config.app, name="config")
 app.command("scheduler")(scheduler.scheduler)
 app.add_typer(scheduler.schedules_app, name="schedules")
+app.add_typer(workers.app, name="workers")
 
 
 def _version(value: bool) -> None:

@@ -15,6 +15,7 @@ import logging
 
 from queuey_core.backends.base import SupportsControl
 from queuey_core.control.documents import (
+    VERSION,
     Command,
     ControlReply,
     ControlRequest,
@@ -44,7 +45,7 @@ def ask(
         raise BackendError(f"{type(backend).__name__} has no control channel")
     if command is Command.SHUTDOWN and select.is_everyone and not select.all:
         raise ValueError("a shutdown must choose workers, or say all=True")
-    body = ControlRequest(command=command, select=select).encode()
+    body = ControlRequest(v=VERSION, command=command, select=select).encode()
     replies: list[ControlReply] = []
     for raw in backend.broadcast_control(body, timeout=timeout):
         try:

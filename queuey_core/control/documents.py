@@ -81,7 +81,8 @@ class ControlRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    v: Literal[1] = VERSION
+    v: Literal[1]
+    """The format version: always given (:data:`VERSION`)."""
     command: Command
     select: Selection = Selection()
 
@@ -139,7 +140,8 @@ class ControlReply(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    v: Literal[1] = VERSION
+    v: Literal[1]
+    """The format version: always given (:data:`VERSION`)."""
     command: Command
     accepted: bool = True
     worker: WorkerStatus

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from queuey_core.clock import Clock
 from queuey_core.control.documents import (
+    VERSION,
     Command,
     ControlReply,
     ControlRequest,
@@ -205,9 +206,9 @@ class ControlResponder:
             except Exception:
                 logger.error("the shutdown request failed", exc_info=True)
                 return ControlReply(
-                    command=request.command, accepted=False, worker=self.status()
+                    v=VERSION, command=request.command, accepted=False, worker=self.status()
                 ).encode()
-        return ControlReply(command=request.command, worker=self.status()).encode()
+        return ControlReply(v=VERSION, command=request.command, worker=self.status()).encode()
 
     def status(self) -> WorkerStatus:
         """What this worker is doing now."""

@@ -190,7 +190,10 @@ class ControlLink(Link):
 def broadcast(ch: BlockingChannel, request: bytes, timeout: float) -> list[bytes]:
     """Send ``request`` to every worker's control queue; the replies within ``timeout``.
 
-    No exchange means no worker ever served on this virtual host: no replies.
+    No exchange means no worker ever served on this virtual host, and no queue bound to
+    it that none serves now: no replies, at once. A refusal (no permission to write to
+    the exchange) raises pika's ChannelClosedByBroker, which the admin connection turns
+    into a BackendError.
     """
     try:
         ch.exchange_declare(EXCHANGE, "fanout", passive=True)
@@ -206,19 +209,26 @@ def broadcast(ch: BlockingChannel, request: bytes, timeout: float) -> list[bytes
             replies.append(bytes(body))
 
     ch.basic_consume(REPLY_TO, on_reply, auto_ack=True)
-    ch.basic_publish(
-        EXCHANGE,
-        "",
-        request,
-        BasicProperties(
-            reply_to=REPLY_TO,
-            correlation_id=correlation_id,
-            content_type="application/json",
-            delivery_mode=1,
-            # A worker that only reads it after the window would answer no one.
-            expiration=str(max(1, math.ceil(timeout * 1000))),
-        ),
-    )
+    # Confirmed and mandatory: a refusal (no write permission on the exchange) is an
+    # error now, and no worker queue bound is an answer at once.
+    ch.confirm_delivery()
+    try:
+        ch.basic_publish(
+            EXCHANGE,
+            "",
+            request,
+            BasicProperties(
+                reply_to=REPLY_TO,
+                correlation_id=correlation_id,
+                content_type="application/json",
+                delivery_mode=1,
+                # A worker that only reads it after the window would answer no one.
+                expiration=str(max(1, math.ceil(timeout * 1000))),
+            ),
+            mandatory=True,
+        )
+    except pika.exceptions.UnroutableError:
+        return []
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
         ch.connection.process_data_events(time_limit=left)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -268,6 +269,66 @@ def test_the_control_channel_comes_back_after_its_connection_is_cut(vhost: str) 
         rabbitmqctl("close_connection", control[0].split("\t")[0], "a test cuts it")
         wait_until(lambda: len(worker_statuses(backend, timeout=0.3)) == 1, 30, "it answers again")
         assert thread.is_alive(), "the worker never noticed"
+    finally:
+        worker.handle.shutdown()
+        thread.join(30)
+        backend.close()
+
+
+@pytest.fixture
+def users(vhost: str) -> Iterator[dict[str, str]]:
+    """Broker URLs of the vhost for two users of this test's own, with the permissions
+    docs/operations.md recommends: ``app`` (workers, producers) may do anything but
+    write to ``queuey.control``; ``operator`` may only write to it."""
+    token = secrets.token_hex(4)
+    made: dict[str, str] = {}
+    perms = {
+        "app": (".*", r"^(?!queuey\.control$).*", ".*"),
+        "operator": ("^$", r"^queuey\.control$", "^$"),
+    }
+    try:
+        for role, (configure, write, read) in perms.items():
+            user, password = f"queuey-ctl-{role}-{token}", secrets.token_hex(16)
+            rabbitmqctl("add_user", user, password)
+            made[role] = URL.replace("guest:guest@", f"{user}:{password}@")
+            rabbitmqctl("set_permissions", "-p", VHOST, user, configure, write, read)
+        yield made
+    finally:
+        for role in made:
+            rabbitmqctl("delete_user", f"queuey-ctl-{role}-{token}")
+
+
+def test_only_a_user_who_may_write_to_the_control_exchange_can_stop_workers(
+    config: Path, users: dict[str, str]
+) -> None:
+    backend = RabbitMQBackend(users["app"])
+    worker = Worker(backend, QueueSet([QueueConfig("ctl.perms", prefetch=1)]), [])
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        as_operator = {"QUEUEY_BROKER__URL": users["operator"]}
+        as_app = {"QUEUEY_BROKER__URL": users["app"]}
+
+        def listed() -> bool:
+            result = CliRunner().invoke(app, ["--config", str(config), "workers"], env=as_operator)
+            return result.exit_code == 0 and f"\t{os.getpid()}\t" in result.stdout
+
+        wait_until(listed, 30, "the operator sees the worker the app user runs")
+        result = CliRunner().invoke(
+            app, ["--config", str(config), "workers", "shutdown", "--all"], env=as_app
+        )
+        assert result.exit_code == 1
+        assert "denied access" in result.stderr
+        assert "queuey.control" in result.stderr
+        assert not worker.handle.is_shutdown()
+        result = CliRunner().invoke(
+            app,
+            ["--config", str(config), "workers", "shutdown", "--pid", str(os.getpid())],
+            env=as_operator,
+        )
+        assert result.exit_code == 0, result.stderr
+        thread.join(30)
+        assert not thread.is_alive(), "the operator's shutdown drained it"
     finally:
         worker.handle.shutdown()
         thread.join(30)

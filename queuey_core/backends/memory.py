@@ -10,7 +10,8 @@ be held dead-letters the original instead. :meth:`publish_raw` puts bytes straig
 a queue, as other code could on a broker: a body that is not an envelope is
 dead-lettered when its turn comes, as the RabbitMQ consumer does. Tests inspect what
 happened through :meth:`acked`, :meth:`dead_letters`, :meth:`pending`, :meth:`held` and
-friends.
+friends. It has the optional control channel too (``SupportsControl``, in
+:mod:`.memory_control`), so a worker's answers to ``queuey workers`` run in unit tests.
 """
 
 from __future__ import annotations

@@ -233,6 +233,33 @@ def test_a_worker_can_be_asked_to_do_something_else_on_shutdown(
         assert len(shutdown_workers(backend, Selection(all=True), timeout=0)) == 1
         assert asked == ["x"]
         assert not running.handle.is_shutdown(), "the callback decides, not the default"
+        assert len(shutdown_workers(backend, Selection(all=True), timeout=0)) == 1
+        assert asked == ["x"], "asked again, it accepts without asking twice (no 2nd SIGTERM)"
+    finally:
+        running.stop()
+
+
+def test_a_worker_already_draining_accepts_a_shutdown_without_being_asked_again(
+    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+) -> None:
+    asked: list[str] = []
+    release = clock.sleep
+    worker = Worker(
+        backend,
+        queues,
+        [Handler(Greet, lambda _j, _c: release(50))],
+        clock=clock,
+        on_shutdown_request=lambda: asked.append("x"),
+    )
+    producer.enqueue(Greet(name="slow"))
+    running = start(worker, clock)
+    try:
+        _wait_serving(backend, 1)
+        wait_for(lambda: _status(backend).running == 1, None)
+        running.handle.shutdown()  # SIGTERM, say
+        wait_for(lambda: _status(backend).state == "draining", None)
+        assert len(shutdown_workers(backend, Selection(all=True), timeout=0)) == 1
+        assert asked == [], "a draining worker is not asked to stop again"
     finally:
         running.stop()
 

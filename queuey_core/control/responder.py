@@ -176,6 +176,7 @@ class ControlResponder:
         self._started_mono = clock.monotonic()
         started = datetime.datetime.fromtimestamp(clock.wall_ms() / 1000, datetime.UTC)
         self._started_at = started.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self._shutdown_asked = False
         self._complained_at = -_COMPLAIN_EVERY
         self._unlogged = 0
 
@@ -196,6 +197,13 @@ class ControlResponder:
             if request.select.is_everyone and not request.select.all:
                 self._complain('a shutdown request chose no worker and did not say "all"')
                 return None
+            if self._shutdown_asked or self._worker.handle.is_shutdown():
+                # Already draining: asking again must not become a second SIGTERM,
+                # which would stop it at once.
+                return ControlReply(
+                    v=VERSION, command=request.command, worker=self.status()
+                ).encode()
+            self._shutdown_asked = True
             logger.warning(
                 "shutdown requested over the control channel (%s)",
                 request.select.describe(),

@@ -7,6 +7,7 @@ test's worker answers.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -215,8 +216,10 @@ def test_no_worker_is_not_an_error_but_a_shutdown_that_matches_none_is(config: P
 
 
 def test_hostile_control_messages_are_ignored_and_no_reply_lands_in_a_job_queue(
-    vhost: str,
+    vhost: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="queuey_core")
+    caplog.set_level(logging.DEBUG, logger="queuey_core.backends.rabbitmq.control")
     backend = RabbitMQBackend(URL)
     queues = QueueSet([QueueConfig("ctl.jobs", prefetch=2)])
     worker = Worker(backend, queues, [])
@@ -245,6 +248,8 @@ def test_hostile_control_messages_are_ignored_and_no_reply_lands_in_a_job_queue(
         conn.close()
         assert backend.queue_counts("ctl.jobs")[0] == 0, "no status was written into a job queue"
         assert not worker.handle.is_shutdown(), "a shutdown without a reply-to is not acted on"
+        assert "control request ignored: not a control request" in caplog.text
+        assert "control request ignored: its reply_to is not a direct reply-to" in caplog.text
         assert len(worker_statuses(backend, timeout=1.0)) == 1, "it still answers"
     finally:
         worker.handle.shutdown()

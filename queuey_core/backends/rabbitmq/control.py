@@ -79,6 +79,7 @@ class ControlLink(Link):
         self.channel: Channel | None = None
         self.queue: str | None = None
         self._failures = 0
+        self._ignored_before = False
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -140,10 +141,10 @@ class ControlLink(Link):
     def _answer(self, ch: Channel, props: BasicProperties, body: bytes) -> None:
         reply_to = props.reply_to
         if not (isinstance(reply_to, str) and reply_to.startswith(REPLY_TO + ".")):
-            logger.debug("control request without a direct reply-to address; ignored")
+            self._ignored("its reply_to is not a direct reply-to address")
             return
         if len(body) > MAX_DOCUMENT:
-            logger.debug("control request of %d bytes; ignored", len(body))
+            self._ignored(f"{len(body)} bytes, more than {MAX_DOCUMENT}")
             return
         reply = self._handler(bytes(body))
         if reply is None or not ch.is_open:
@@ -158,6 +159,12 @@ class ControlLink(Link):
                 delivery_mode=1,
             ),
         )
+
+    def _ignored(self, why: str) -> None:
+        # The first at WARNING, the rest at DEBUG: a flood must not fill the logs.
+        log = logger.debug if self._ignored_before else logger.warning
+        log("control request ignored: %s", why)
+        self._ignored_before = True
 
     def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
         if not self._current(ch):

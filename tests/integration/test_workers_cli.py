@@ -17,14 +17,14 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pika
 import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import QueueConfig, QueueSet, Worker
+from queuey_core import Handler, Job, Producer, QueueConfig, QueueSet, Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.control import VERSION, Command, ControlRequest, Selection, worker_statuses
 from queuey_core.handlers import discover
@@ -282,14 +282,17 @@ def test_the_control_channel_comes_back_after_its_connection_is_cut(vhost: str) 
 
 @pytest.fixture
 def users(vhost: str) -> Iterator[dict[str, str]]:
-    """Broker URLs of the vhost for two users of this test's own, with the permissions
-    docs/operations.md recommends: ``app`` (workers, producers) may do anything but
-    write to ``queuey.control``; ``operator`` may only write to it."""
+    """Broker URLs of the vhost for users of this test's own: ``app`` (workers,
+    producers) and ``operator`` have the permissions docs/operations.md recommends (all
+    but writing to ``queuey.control``; only that), ``uncontrolled`` may not set up a
+    control channel at all."""
     token = secrets.token_hex(4)
     made: dict[str, str] = {}
     perms = {
         "app": (".*", r"^(?!queuey\.control$).*", ".*"),
         "operator": ("^$", r"^queuey\.control$", "^$"),
+        # may not declare the control exchange nor its own control queue
+        "uncontrolled": (r"^(?!queuey\.control).*", ".*", ".*"),
     }
     try:
         for role, (configure, write, read) in perms.items():
@@ -338,3 +341,37 @@ def test_only_a_user_who_may_write_to_the_control_exchange_can_stop_workers(
         worker.handle.shutdown()
         thread.join(30)
         backend.close()
+
+
+def test_a_worker_that_may_not_set_up_its_control_channel_still_runs_its_jobs(
+    users: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="queuey_core")
+    backend = RabbitMQBackend(users["uncontrolled"])
+    queues = QueueSet([QueueConfig("ctl.denied", prefetch=1)])
+    done = threading.Event()
+    worker = Worker(backend, queues, [Handler(Denied, lambda _job, _ctx: done.set())])
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        Producer(backend, queues).enqueue(Denied())
+        assert done.wait(30), "the job ran"
+        wait_until(lambda: "control channel closed by RabbitMQ" in caplog.text, 30, "a warning")
+        assert "ACCESS_REFUSED" in caplog.text
+        assert caplog.text.count("control channel closed by RabbitMQ") == 1, "said once"
+        guest = RabbitMQBackend(URL)
+        try:
+            assert worker_statuses(guest, timeout=0.5) == []
+        finally:
+            guest.close()
+        assert thread.is_alive()
+    finally:
+        worker.handle.shutdown()
+        thread.join(30)
+        backend.close()
+    assert not thread.is_alive(), "it stopped as usual"
+
+
+class Denied(Job):
+    NAME: ClassVar[str] = "ctl.denied"
+    QUEUE: ClassVar[str] = "ctl.denied"

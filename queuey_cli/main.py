@@ -22,6 +22,7 @@ from queuey_cli import (
     scheduler,
     schema,
     worker,
+    workers,
 )
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
@@ -87,6 +88,7 @@ app.add_typer(config.app, name="config")
 app.command("scheduler")(scheduler.scheduler)
 app.add_typer(scheduler.schedules_app, name="schedules")
 app.command("schema")(schema.schema)
+app.add_typer(workers.app, name="workers")
 
 
 def _version(value: bool) -> None:

@@ -103,6 +103,7 @@ def worker(
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,
             hooks=[metrics] if metrics is not None else (),
+            on_shutdown_request=_as_sigterm,
         )
         beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
         code = _run(w, broker, settings.worker.shutdown_timeout, burst)
@@ -180,6 +181,13 @@ def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:
     if error is not None:
         raise error
     return Exit.OK
+
+
+def _as_sigterm() -> None:
+    """A shutdown asked over the control channel (``queuey workers shutdown``) drains
+    exactly as SIGTERM does: the same log, ``shutdown_timeout``, a second signal, exit 0."""
+    if callable(signal.getsignal(signal.SIGTERM)):  # _run's handler: the worker runs
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _stop_now(w: Worker, why: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError
@@ -215,6 +215,39 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections; consumers end with :class:`ConsumerEnded`."""
+
+
+#: Answers one control request (its body, as sent) with the body of the reply, or None
+#: for no reply. Called on the backend's thread: it must be quick and never raise.
+ControlHandler = Callable[[bytes], bytes | None]
+
+
+class ControlServer(Protocol):
+    """A worker's end of the control channel, started by :meth:`SupportsControl.serve_control`."""
+
+    def close(self) -> None:
+        """Stop answering; idempotent."""
+
+
+@runtime_checkable
+class SupportsControl(Protocol):
+    """An optional capability: a broadcast channel to every live worker.
+
+    :mod:`queuey_core.control` owns what travels on it (small versioned JSON
+    documents); a backend only moves the bytes, as it moves envelopes. A worker answers
+    through :meth:`serve_control`; ``queuey workers`` asks through
+    :meth:`broadcast_control`. ``RabbitMQBackend`` uses a fanout exchange and RabbitMQ's
+    direct reply-to, ``MemoryBackend`` calls the handlers in the caller's thread. A
+    backend without it simply has no live-worker commands.
+    """
+
+    def serve_control(self, handler: ControlHandler) -> ControlServer:
+        """Start answering broadcast requests with ``handler``, without waiting for the
+        broker: the worker never waits on (or breaks because of) its control channel."""
+
+    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
+        """Send ``request`` to every worker serving, and return the replies that came
+        within ``timeout`` seconds (none is not an error)."""
 
 
 def printable(text: str, limit: int) -> str:

@@ -10,7 +10,8 @@ be held dead-letters the original instead. :meth:`publish_raw` puts bytes straig
 a queue, as other code could on a broker: a body that is not an envelope is
 dead-lettered when its turn comes, as the RabbitMQ consumer does. Tests inspect what
 happened through :meth:`acked`, :meth:`dead_letters`, :meth:`pending`, :meth:`held` and
-friends.
+friends. It has the optional control channel too (``SupportsControl``, in
+:mod:`.memory_control`), so a worker's answers to ``queuey workers`` run in unit tests.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from queuey_core.backends.base import (
     AnyDeadLetter,
     ConsumerEnded,
+    ControlHandler,
+    ControlServer,
     DeadLetter,
     Inspection,
     QueueCounts,
@@ -34,6 +37,7 @@ from queuey_core.backends.base import (
     preview,
     printable,
 )
+from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
@@ -87,6 +91,7 @@ class MemoryBackend:
         self._queues: dict[str, _Queue] = {}
         self._seq = itertools.count()
         self._closed = False
+        self._control = MemoryControl()
 
     # -- Backend -----------------------------------------------------------------
 
@@ -214,6 +219,7 @@ class MemoryBackend:
             if self._closed:
                 return
             self._closed = True
+            self._control.close_all()
             for q in self._queues.values():
                 for sub in list(q.consumers):
                     sub.end(
@@ -223,6 +229,21 @@ class MemoryBackend:
                         )
                     )
                 q.consumers.clear()
+
+    # -- the control channel (SupportsControl) ---------------------------------------
+
+    def serve_control(self, handler: ControlHandler) -> ControlServer:
+        """See :meth:`SupportsControl.serve_control`: ``handler`` is called in the
+        thread of whoever broadcasts (see :mod:`.memory_control`)."""
+        with self._lock:
+            self._check_open()
+        return self._control.serve(handler)
+
+    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
+        """See :meth:`SupportsControl.broadcast_control`: every reply at once."""
+        with self._lock:
+            self._check_open()
+        return self._control.broadcast(request)
 
     # -- inspection (tests) ----------------------------------------------------------
 

@@ -16,10 +16,18 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
+from queuey_core.backends.base import (
+    Backend,
+    ConsumerEnded,
+    ControlServer,
+    Delivery,
+    Subscription,
+    SupportsControl,
+)
 from queuey_core.clock import Clock, SystemClock
+from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import job_identity
@@ -52,6 +60,11 @@ class Worker:
         clock: time source for timeouts (a manual clock in tests).
         hooks: told of every job's start and outcome and of the worker's lifecycle, in
             order (see :class:`WorkerHooks`); one that raises is logged and ignored.
+        control: answer the backend's control channel while running, when it has one
+            (``queuey workers``; see :mod:`queuey_core.control`).
+        on_shutdown_request: what a shutdown asked over the control channel does
+            (default: :meth:`WorkerHandle.shutdown`); called on the backend's thread, so
+            it must only ask, never wait.
     """
 
     def __init__(
@@ -67,6 +80,8 @@ class Worker:
         close_backend_on_shutdown: bool = False,
         clock: Clock | None = None,
         hooks: Iterable[WorkerHooks] = (),
+        control: bool = True,
+        on_shutdown_request: Callable[[], None] | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -88,6 +103,14 @@ class Worker:
         self._close_backend = close_backend_on_shutdown
         self._clock: Clock = clock or SystemClock()
         self._handle = WorkerHandle()
+        hooks = list(hooks)
+        # Counting for the control channel costs a hook call per job event: only when a
+        # control channel will be served.
+        self._counts: JobCounts | None = None
+        if control and isinstance(backend, SupportsControl):
+            self._counts = JobCounts()
+            hooks.append(self._counts)
+        self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
         self._hooks = HookRunner(hooks, self._clock)
         self._dispatcher = Dispatcher(
             self._routes,
@@ -146,6 +169,7 @@ class Worker:
         """
         handle = self._handle
         self._hooks.worker_starting(self)
+        control = self._serve_control()
         logger.info(
             "worker starting",
             extra={
@@ -215,6 +239,8 @@ class Worker:
                     sub.close()  # anything never processed goes back to the broker
                 except QueueyError:
                     logger.warning("failed to close consumer", extra={"queue": sub.queue})
+            if control is not None:
+                control.close()
 
         error = errors[0] if errors else None
         if self._close_backend:
@@ -227,6 +253,21 @@ class Worker:
         self._hooks.worker_stopped(self)
         if error is not None:
             raise error
+
+    def _serve_control(self) -> ControlServer | None:
+        """Start answering the control channel; a worker runs on without it if it cannot."""
+        if self._counts is None or not isinstance(self._backend, SupportsControl):
+            return None
+        responder = ControlResponder(
+            self, self._counts, clock=self._clock, on_shutdown=self._on_shutdown_request
+        )
+        try:
+            return self._backend.serve_control(responder)
+        except QueueyError:
+            logger.warning(
+                "no control channel: `queuey workers` will not see this worker", exc_info=True
+            )
+            return None
 
     def _job_loop(
         self,

@@ -54,6 +54,8 @@ COMMANDS = [
     ["dlq", "list"],
     ["dlq", "requeue", "--all"],
     ["handlers"],
+    ["workers"],
+    ["workers", "shutdown", "--all"],
 ]
 
 

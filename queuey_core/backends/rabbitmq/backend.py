@@ -9,6 +9,7 @@ at the end of the ladder), or wait on the broker without a time bound.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import ssl
@@ -24,8 +25,8 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core import __version__
-from queuey_core.backends.base import AnyDeadLetter, Inspection, Sink
-from queuey_core.backends.rabbitmq import topology
+from queuey_core.backends.base import AnyDeadLetter, ControlHandler, Inspection, Sink
+from queuey_core.backends.rabbitmq import control, topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
     declare_end_of_ladder,
@@ -42,7 +43,7 @@ from queuey_core.backends.rabbitmq.confirms import (
 )
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
-from queuey_core.backends.rabbitmq.link import LinkStatus, Result
+from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
 from queuey_core.backends.rabbitmq.publisher import (
     Pub,
     PublisherLink,
@@ -119,6 +120,7 @@ class RabbitMQBackend:
         self._lock = threading.Lock()
         self._publisher: PublisherLink | None = None
         self._consumer: ConsumerLink | None = None
+        self._controls: list[control.ControlLink] = []
         self._declared: dict[str, QueueConfig] = {}
         self._ladder_declared = False
         self._closed = False
@@ -360,6 +362,25 @@ class RabbitMQBackend:
 
         return self._admin.run(work)
 
+    # -- the control channel (SupportsControl; see control.py) ---------------------------
+
+    def serve_control(self, handler: ControlHandler) -> control.ControlLink:
+        """See :meth:`SupportsControl.serve_control`: a connection and thread of its own,
+        which connects in the background and never gives up reconnecting until closed."""
+        with self._lock:
+            if self._closed:
+                raise BackendError("the RabbitMQ backend is closed")
+            args = self._link_args("control")
+            args["recovery_timeout"] = math.inf
+            link = control.ControlLink(handler, **args, patient=True)
+            self._controls.append(link)
+        link.start(wait=False)
+        return link
+
+    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
+        """See :meth:`SupportsControl.broadcast_control` (on the admin connection)."""
+        return self._admin.run(lambda ch: control.broadcast(ch, request, timeout))
+
     def is_closed(self) -> bool:
         """Whether :meth:`close` was called."""
         with self._lock:
@@ -371,7 +392,10 @@ class RabbitMQBackend:
             if self._closed:
                 return
             self._closed = True
-            links = [link for link in (self._consumer, self._publisher) if link is not None]
+            links: list[Link] = [
+                link for link in (self._consumer, self._publisher) if link is not None
+            ]
+            links += self._controls
         for link in links:
             link.close()
         self._direct.close()

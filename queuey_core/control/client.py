@@ -1,0 +1,79 @@
+"""Asking live workers over the control channel: their status, or to shut down.
+
+What ``queuey workers`` runs; any program with a backend can do the same. A request goes
+to every worker at once; the chosen ones reply within the window, the others stay
+silent, so no reply is an answer too ("no worker chosen is alive"), not an error.
+
+Owns: building the request and reading the replies. Must never: trust a reply (one
+that does not parse, or answers another command, is skipped and logged), or send a
+shutdown that chooses no worker without saying so (``Selection(all=True)``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from queuey_core.backends.base import SupportsControl
+from queuey_core.control.documents import (
+    VERSION,
+    Command,
+    ControlReply,
+    ControlRequest,
+    Selection,
+    WorkerStatus,
+)
+from queuey_core.errors import BackendError, DecodeError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to gather replies: a live worker answers within milliseconds.
+DEFAULT_TIMEOUT = 1.0
+
+
+def ask(
+    backend: object, command: Command, select: Selection, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[ControlReply]:
+    """Broadcast ``command`` to the workers ``select`` chooses; their replies, sorted by
+    host, pid and id.
+
+    Raises:
+        BackendError: the backend has no control channel, or the broker could not be
+            reached.
+        ValueError: a shutdown that chooses no worker and does not say ``all=True``.
+    """
+    if not isinstance(backend, SupportsControl):
+        raise BackendError(f"{type(backend).__name__} has no control channel")
+    if command is Command.SHUTDOWN and select.is_everyone and not select.all:
+        raise ValueError("a shutdown must choose workers, or say all=True")
+    body = ControlRequest(v=VERSION, command=command, select=select).encode()
+    replies: list[ControlReply] = []
+    for raw in backend.broadcast_control(body, timeout=timeout):
+        try:
+            reply = ControlReply.decode(raw)
+        except DecodeError as exc:
+            logger.warning("a control reply was skipped: %s", exc)
+            continue
+        if reply.command is command:
+            replies.append(reply)
+    return sorted(replies, key=lambda r: (r.worker.host, r.worker.pid, r.worker.id))
+
+
+def worker_statuses(
+    backend: object, select: Selection | None = None, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[WorkerStatus]:
+    """The status of every live worker (or those ``select`` chooses) that answered
+    within ``timeout`` seconds."""
+    replies = ask(backend, Command.STATUS, select or Selection(), timeout=timeout)
+    return [r.worker for r in replies]
+
+
+def shutdown_workers(
+    backend: object, select: Selection, *, timeout: float = DEFAULT_TIMEOUT
+) -> list[WorkerStatus]:
+    """Ask the workers ``select`` chooses to drain as on SIGTERM; those that accepted.
+
+    Raises:
+        ValueError: ``select`` chooses no worker and does not say ``all=True``.
+    """
+    replies = ask(backend, Command.SHUTDOWN, select, timeout=timeout)
+    return [r.worker for r in replies if r.accepted]

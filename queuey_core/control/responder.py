@@ -1,0 +1,263 @@
+"""A worker's side of the control channel: counting what it did, and answering requests.
+
+:class:`JobCounts` is a :class:`WorkerHooks` (as the metrics are) that counts outcomes and
+follows the worker's state; :class:`ControlResponder` turns a request's bytes into a
+reply's bytes, for the backend to send back. The worker starts both in ``run()`` (see
+:mod:`queuey_core.worker.runner`).
+
+Owns: the worker's identity on the control channel (``host:pid:random``) and what a
+status says. Must never: raise into the backend's thread, block it (a status reads
+counters; a shutdown only asks the worker to stop), or act on a request that does not
+parse: it is logged (at most once a minute, so a flood cannot fill the logs) and ignored.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from queuey_core.clock import Clock
+from queuey_core.control.documents import (
+    VERSION,
+    Command,
+    ControlReply,
+    ControlRequest,
+    WorkerStatus,
+)
+from queuey_core.errors import DecodeError
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
+
+if TYPE_CHECKING:
+    from queuey_core.worker.runner import Worker
+
+logger = logging.getLogger(__name__)
+
+#: Set by ``queuey worker --processes N`` in each child's environment.
+SUPERVISOR_ENV = "QUEUEY_SUPERVISOR_PID"
+CHILD_ENV = "QUEUEY_CHILD_INDEX"
+
+#: Seconds between two logged complaints about bad requests.
+_COMPLAIN_EVERY = 60.0
+
+
+class JobCounts(WorkerHooks):
+    """Outcomes since the worker started, and its state, as its hooks report them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.state = "starting"
+        self.running = 0
+        self.succeeded = 0
+        self.failed = 0
+        self.retried = 0
+        self.deferred = 0
+        self.dead_lettered = 0
+        self.timed_out = 0
+
+    def on_worker_starting(self, worker: Worker) -> None:
+        """See :class:`WorkerHooks`."""
+        self.state = "starting"
+
+    def on_worker_consuming(self, worker: Worker) -> None:
+        """See :class:`WorkerHooks`."""
+        self.state = "consuming"
+
+    def on_worker_draining(self, worker: Worker) -> None:
+        """See :class:`WorkerHooks`."""
+        self.state = "draining"
+
+    def on_worker_stopped(self, worker: Worker) -> None:
+        """See :class:`WorkerHooks`."""
+        self.state = "stopped"
+
+    def on_job_started(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        with self._lock:
+            self.running += 1
+
+    def on_job_succeeded(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        with self._lock:
+            self.succeeded += 1
+            self._ended(job)
+
+    def on_job_failed(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`: a failed run that is retried."""
+        with self._lock:
+            self.failed += 1
+            self.retried += 1
+            self._ended(job)
+
+    def on_job_deferred(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        with self._lock:
+            self.deferred += 1
+            self._ended(job)
+
+    def on_job_dead_lettered(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`: one that ran (fatal, out of attempts) also failed."""
+        with self._lock:
+            self.dead_lettered += 1
+            if job.duration is not None:
+                self.failed += 1
+            self._ended(job)
+
+    def on_job_timed_out(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        with self._lock:
+            self.timed_out += 1
+
+    def _ended(self, job: JobInfo) -> None:
+        # Only a job that ran was counted running (its duration says so); the lock is held.
+        if job.duration is not None:
+            self.running -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a worker is on the control channel."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    supervisor_pid: int | None
+    child: int | None
+
+    @classmethod
+    def here(cls) -> Identity:
+        """This process (read now: a forked child is another process)."""
+        from queuey_core import __version__  # noqa: PLC0415 (queuey_core imports us)
+
+        host, pid = socket.gethostname(), os.getpid()
+        return cls(
+            id=f"{host}:{pid}:{uuid.uuid4().hex[:6]}",
+            host=host,
+            pid=pid,
+            version=__version__,
+            supervisor_pid=_env_int(SUPERVISOR_ENV),
+            child=_env_int(CHILD_ENV),
+        )
+
+
+class ControlResponder:
+    """Answers the control requests meant for one worker (a ``ControlHandler``).
+
+    Args:
+        worker: the worker it speaks for.
+        counts: the :class:`JobCounts` among the worker's hooks.
+        clock: the worker's clock (uptime, start time).
+        on_shutdown: what a shutdown request does (the worker's handle's
+            ``shutdown()``; ``queuey worker`` drains exactly as on SIGTERM). It is
+            called on the backend's thread, so it must only ask, never wait.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        counts: JobCounts,
+        *,
+        clock: Clock,
+        on_shutdown: Callable[[], None],
+    ) -> None:
+        self.identity = Identity.here()
+        self._worker = worker
+        self._counts = counts
+        self._clock = clock
+        self._on_shutdown = on_shutdown
+        self._started_mono = clock.monotonic()
+        started = datetime.datetime.fromtimestamp(clock.wall_ms() / 1000, datetime.UTC)
+        self._started_at = started.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self._shutdown_asked = False
+        self._complained_at = -_COMPLAIN_EVERY
+        self._unlogged = 0
+
+    def __call__(self, body: bytes) -> bytes | None:
+        """The reply to ``body``, or None when it is not for this worker or is bad."""
+        try:
+            request = ControlRequest.decode(body)
+        except DecodeError as exc:
+            self._complain(f"not a control request ({exc})")
+            return None
+        except Exception as exc:  # never expected; the backend's thread must live on
+            self._complain(f"a control request could not be read ({type(exc).__name__})")
+            return None
+        me = self.identity
+        if not request.select.matches(me.id, me.host, me.pid):
+            return None
+        if request.command is Command.SHUTDOWN:
+            if request.select.is_everyone and not request.select.all:
+                self._complain('a shutdown request chose no worker and did not say "all"')
+                return None
+            if self._shutdown_asked or self._worker.handle.is_shutdown():
+                # Already draining: asking again must not become a second SIGTERM,
+                # which would stop it at once.
+                return ControlReply(
+                    v=VERSION, command=request.command, worker=self.status()
+                ).encode()
+            self._shutdown_asked = True
+            logger.warning(
+                "shutdown requested over the control channel (%s)",
+                request.select.describe(),
+                extra={"worker_id": me.id},
+            )
+            try:
+                self._on_shutdown()
+            except Exception:
+                logger.error("the shutdown request failed", exc_info=True)
+                return ControlReply(
+                    v=VERSION, command=request.command, accepted=False, worker=self.status()
+                ).encode()
+        return ControlReply(v=VERSION, command=request.command, worker=self.status()).encode()
+
+    def status(self) -> WorkerStatus:
+        """What this worker is doing now."""
+        me, c, w = self.identity, self._counts, self._worker
+        handle = w.handle
+        return WorkerStatus(
+            id=me.id,
+            host=me.host,
+            pid=me.pid,
+            version=me.version,
+            state=c.state,
+            queues=tuple(q.name for q in w.queues),
+            job_types=tuple(sorted(w.job_types)),
+            concurrency=w.concurrency,
+            running=max(0, c.running),
+            in_flight=handle.in_flight(),
+            succeeded=c.succeeded,
+            failed=c.failed,
+            retried=c.retried,
+            deferred=c.deferred,
+            dead_lettered=c.dead_lettered,
+            timed_out=c.timed_out,
+            settle_failures=handle.settle_failures(),
+            stuck_job_threads=handle.stuck_jobs(),
+            started_at=self._started_at,
+            uptime=round(max(0.0, self._clock.monotonic() - self._started_mono), 3),
+            supervisor_pid=me.supervisor_pid,
+            child=me.child,
+        )
+
+    def _complain(self, why: str) -> None:
+        now = time.monotonic()
+        if now - self._complained_at < _COMPLAIN_EVERY:
+            self._unlogged += 1
+            return
+        more = f" ({self._unlogged} more since the last one)" if self._unlogged else ""
+        logger.warning("control request ignored: %s%s", why, more)
+        self._complained_at = now
+        self._unlogged = 0
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() else None

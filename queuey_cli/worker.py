@@ -116,11 +116,11 @@ def worker(
     link = None
     if supervised_fd is not None:
         link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
-    elif settings.worker.processes > 1:
+    elif settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None:
         if burst:
             raise usage(
-                f"--burst runs one process, and worker.processes is {settings.worker.processes}:"
-                " add --processes 1 (or drop --burst)"
+                "--burst runs in one process, without a supervisor: drop --processes and "
+                "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
             )
         # Imported here: one process does not pay for the supervisor.
         from queuey_cli.supervisor import Supervisor, child_command  # noqa: PLC0415

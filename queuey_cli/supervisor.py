@@ -47,6 +47,8 @@ RESTART_INITIAL = 0.5
 RESTART_MAX = 30.0
 #: A child that lived this long before it died starts the back-off afresh.
 STABLE_AFTER = 30.0
+#: A child's exit codes that mean "this will not work" when no child was ever ready.
+_STARTUP_ERRORS = (Exit.FAILURE, Exit.USAGE)
 #: After the children's own shutdown timeout, how long before they are killed.
 KILL_GRACE = 10.0
 
@@ -154,6 +156,8 @@ class Supervisor:
     _handled: int = 0
     _stopping: bool = False
     _forced: bool = False
+    _ever_ready: bool = False
+    _gave_up: int | None = None
     _kill_at: float = float("inf")
     _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
 
@@ -191,6 +195,8 @@ class Supervisor:
             "supervisor exited",
             extra={"restarts": restarts, "recycles": self.recycles, "forced": self._forced},
         )
+        if self._gave_up is not None:
+            return self._gave_up
         return Exit.FORCED if self._forced else Exit.OK
 
     # -- what the loop reads from the outside ----------------------------------------
@@ -207,6 +213,8 @@ class Supervisor:
                 self._stopping = True
                 timeout = self.settings.worker.shutdown_timeout
                 self._kill_at = time.monotonic() + timeout + KILL_GRACE
+                if not name.startswith("SIG"):  # we gave up, and said why
+                    continue
                 logger.warning(
                     "%s: draining %d worker processes (up to %gs); send it again to stop "
                     "them at once",
@@ -254,6 +262,7 @@ class Supervisor:
         slot = self.slots[child.index]
         if event == "ready":
             child.ready = True
+            self._ever_ready = True
             logger.info("worker process %d (pid %d) is consuming", child.index, child.pid)
             if slot.current is child:
                 for old in self.children:
@@ -347,6 +356,17 @@ class Supervisor:
                     how,
                     extra=fields,
                 )
+            elif slot.current is child and not self._ever_ready and code in _STARTUP_ERRORS:
+                # Bad config or an unreachable broker: every restart would fail the same way.
+                logger.error(
+                    "worker process %d (pid %d) %s before any was ready: stopping them all",
+                    child.index,
+                    child.pid,
+                    how,
+                    extra=fields,
+                )
+                self._gave_up = code
+                self._signals.append("gave up")
             elif slot.current is child:
                 slot.current = None
                 if time.monotonic() - child.started >= STABLE_AFTER:

@@ -190,6 +190,8 @@ first = not os.path.exists(marker)
 open(marker, "a").close()
 if plan == "crash" and first:
     os._exit(3)
+if plan == "refuse":  # as a worker does with a broker it cannot reach
+    os._exit(1)
 log.write(f"ready {index} {os.getpid()}\n"); log.flush()
 say("ready")
 if plan == "recycle" and first:
@@ -292,3 +294,13 @@ def test_a_recycled_child_drains_only_once_its_replacement_is_ready(
     assert lines.index(f"drained 0 {first}") > lines.index(f"ready 0 {second}")
     assert sup.recycles == 1
     assert [s.restarts for s in sup.slots] == [0], "a replacement is not a restart"
+
+
+def test_children_that_fail_before_any_was_ready_stop_the_supervisor_with_their_code(
+    fake: Callable[..., Supervisor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PLAN_0", "refuse")
+    monkeypatch.setenv("FAKE_PLAN_1", "refuse")
+    sup = fake(2)
+    assert sup.run() == Exit.FAILURE, "an unreachable broker is not restarted forever"
+    assert sup.children == []

@@ -73,8 +73,8 @@ def worker(
         int | None,
         typer.Option(
             min=1,
-            help="With --processes: replace a process after this many jobs (for handlers "
-            "that leak); its replacement starts before it drains.",
+            help="Replace a worker process after this many jobs (for handlers that leak; "
+            "runs a supervisor even for one process); its replacement starts first.",
         ),
     ] = None,
     supervised_fd: Annotated[int | None, typer.Option(hidden=True)] = None,

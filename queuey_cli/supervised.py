@@ -28,6 +28,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from queuey_core.errors import ConfigError
 from queuey_core.worker.hooks import JobInfo, WorkerHooks
 
 if TYPE_CHECKING:
@@ -168,9 +169,19 @@ class ChildFields(logging.Filter):
 
 
 def attach(fd: int, *, max_jobs: int | None) -> SupervisorLink:
-    """Set this process up as a supervisor's child: parent-death signal, log fields, link."""
-    index = int(os.environ.get(CHILD_INDEX_ENV, "0") or 0)
+    """Set this process up as a supervisor's child: parent-death signal, log fields, link.
+
+    Raises:
+        ConfigError: ``fd`` is not an open socket (someone passed the hidden option).
+    """
+    try:
+        index = int(os.environ.get(CHILD_INDEX_ENV, "0") or 0)
+        link = SupervisorLink(fd, index=index, max_jobs=max_jobs)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"--supervised-fd is for the supervisor's own children (use --processes): {exc}"
+        ) from None
     die_with_parent()
     for handler in logging.getLogger().handlers:
         handler.addFilter(ChildFields(index))
-    return SupervisorLink(fd, index=index, max_jobs=max_jobs)
+    return link

@@ -263,7 +263,12 @@ class Supervisor:
         if event == "ready":
             child.ready = True
             self._ever_ready = True
-            logger.info("worker process %d (pid %d) is consuming", child.index, child.pid)
+            logger.info(
+                "worker process %d (pid %d) is consuming",
+                child.index,
+                child.pid,
+                extra={"child": child.index, "child_pid": child.pid},
+            )
             if slot.current is child:
                 for old in self.children:
                     if old.index == child.index and old.retiring and old.sigterms == 0:

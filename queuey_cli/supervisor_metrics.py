@@ -71,9 +71,13 @@ class ChildView:
 
 
 def snapshot(supervisor: Supervisor) -> tuple[list[ChildView], int]:
-    """The children in their slots right now (replaced ones left out), and N."""
+    """The children in their slots right now (replaced ones left out), and N.
+
+    Reads what the supervisor's loop last saw (``returncode``), never reaps a child from
+    this thread.
+    """
     views = [
-        ChildView(c.index, c.pid, c.metrics_port, c.ready, c.proc.poll() is None)
+        ChildView(c.index, c.pid, c.metrics_port, c.ready, c.proc.returncode is None)
         for c in (s.current for s in supervisor.slots)
         if c is not None
     ]

@@ -1,13 +1,14 @@
 """The child's side of ``queuey worker --processes N``: a worker that a supervisor runs.
 
-Owns: the child's link to its supervisor (one end of a socket pair, passed as an
-inherited file descriptor), what it tells the supervisor (ready, draining, recycle,
-its metrics port), and the two ways it notices that the supervisor is gone. Must never:
-outlive the supervisor. ``PR_SET_PDEATHSIG`` (Linux) turns the supervisor's death into a
-SIGTERM, which drains the worker as usual; it is set after the fork, so a supervisor that
-died in between is caught by comparing ``os.getppid()`` with ``$QUEUEY_SUPERVISOR_PID``,
-and by the socket: its other end is held by the supervisor alone, so the kernel closes it
-when the supervisor ends, however it ends, and the child reads end-of-file.
+Owns: the child's command line (:func:`child_command`), its link to its supervisor (one
+end of a socket pair, passed as an inherited file descriptor), what it tells the
+supervisor (ready, draining, recycle, its metrics port), and the two ways it notices
+that the supervisor is gone. Must never: outlive the supervisor. ``PR_SET_PDEATHSIG``
+(Linux) turns the supervisor's death into a SIGTERM, which drains the worker as usual;
+it is set after the fork, so a supervisor that died in between is caught by comparing
+``os.getppid()`` with ``$QUEUEY_SUPERVISOR_PID``, and by the socket: its other end is
+held by the supervisor alone, so the kernel closes it when the supervisor ends, however
+it ends, and the child reads end-of-file.
 
 The protocol is one JSON object a line, child to supervisor only:
 ``{"event": "ready"}`` (consuming), ``{"event": "draining"}``, ``{"event": "recycle",
@@ -28,10 +29,13 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from queuey_core.errors import ConfigError
 from queuey_core.worker.hooks import JobInfo, WorkerHooks
 
 if TYPE_CHECKING:
+    from queuey_core.settings import Settings
     from queuey_core.worker.runner import Worker
 
 logger = logging.getLogger("queuey.worker")
@@ -166,6 +170,42 @@ class ChildFields(logging.Filter):
         record.child = self._index
         record.pid = self._pid
         return True
+
+
+def child_command(
+    ctx: typer.Context,
+    settings: Settings,
+    consume: list[str] | None,
+    job_timeout: str | None,
+    with_scheduler: bool,
+) -> list[str]:
+    """The command each child runs: this ``queuey worker``, with the same global options
+    and the worker options as this process resolved them (the child adds its own
+    ``--supervised-fd``)."""
+    root = ctx.find_root().params
+    command = [sys.executable, "-m", "queuey_cli"]
+    for path in root.get("config_path") or []:
+        command += ["--config", str(path)]
+    log_format = root.get("log_format")
+    if log_format is not None:
+        command += ["--log-format", str(getattr(log_format, "value", log_format))]
+    if root.get("log_level"):
+        command += ["--log-level", str(root["log_level"])]
+    command.append("worker")
+    w = settings.worker
+    if consume:
+        command += ["--queues", ",".join(consume)]
+    if w.concurrency is not None:
+        command += ["--concurrency", str(w.concurrency)]
+    if job_timeout is not None:
+        command += ["--job-timeout", job_timeout]
+    if with_scheduler:
+        command.append("--with-scheduler")
+    if w.max_jobs_per_child is not None:
+        command += ["--max-jobs-per-child", str(w.max_jobs_per_child)]
+    if w.metrics_port is not None:
+        command += ["--metrics-port", "0"]  # a free port on 127.0.0.1; we serve the real one
+    return command
 
 
 def attach(fd: int, *, max_jobs: int | None) -> SupervisorLink:

@@ -25,13 +25,10 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from queuey_cli.output import Exit
 from queuey_cli.supervised import CHILD_INDEX_ENV, SUPERVISOR_PID_ENV
@@ -69,42 +66,6 @@ def describe_exit(returncode: int) -> str:
             name = f"signal {-returncode}"
         return f"killed by {name}"
     return f"exited with status {returncode}"
-
-
-def child_command(
-    ctx: typer.Context,
-    settings: Settings,
-    consume: list[str] | None,
-    job_timeout: str | None,
-    with_scheduler: bool,
-) -> list[str]:
-    """The command each child runs: this ``queuey worker``, with the same global options
-    and the worker options as this process resolved them (the child adds its own
-    ``--supervised-fd``)."""
-    root = ctx.find_root().params
-    command = [sys.executable, "-m", "queuey_cli"]
-    for path in root.get("config_path") or []:
-        command += ["--config", str(path)]
-    log_format = root.get("log_format")
-    if log_format is not None:
-        command += ["--log-format", str(getattr(log_format, "value", log_format))]
-    if root.get("log_level"):
-        command += ["--log-level", str(root["log_level"])]
-    command.append("worker")
-    w = settings.worker
-    if consume:
-        command += ["--queues", ",".join(consume)]
-    if w.concurrency is not None:
-        command += ["--concurrency", str(w.concurrency)]
-    if job_timeout is not None:
-        command += ["--job-timeout", job_timeout]
-    if with_scheduler:
-        command.append("--with-scheduler")
-    if w.max_jobs_per_child is not None:
-        command += ["--max-jobs-per-child", str(w.max_jobs_per_child)]
-    if w.metrics_port is not None:
-        command += ["--metrics-port", "0"]  # a free port on 127.0.0.1; we serve the real one
-    return command
 
 
 @dataclass(eq=False)

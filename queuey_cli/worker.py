@@ -15,7 +15,7 @@ import typer
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
 from queuey_cli.scheduler import run_beside, schedules_beside
-from queuey_cli.supervised import SupervisorLink, attach
+from queuey_cli.supervised import SupervisorLink, attach, child_command
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
 from queuey_core.settings import MAX_PROCESSES, duration
@@ -123,7 +123,7 @@ def worker(
                 "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
             )
         # Imported here: one process does not pay for the supervisor.
-        from queuey_cli.supervisor import Supervisor, child_command  # noqa: PLC0415
+        from queuey_cli.supervisor import Supervisor  # noqa: PLC0415
 
         command = child_command(ctx, settings, consume, job_timeout, with_scheduler)
         raise typer.Exit(Supervisor(command, settings).run())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -61,8 +62,15 @@ def _enqueue(n: int) -> None:
         rabbit.close()
 
 
-def run(processes: int, jobs: int, folder: Path) -> float:
-    """Seconds from launching the worker to the last of ``jobs`` jobs finished."""
+def _cpu_of_children() -> float:
+    """CPU seconds used by every process we (and they) waited for: the worker's tree."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(processes: int, jobs: int, folder: Path) -> tuple[float, float]:
+    """Seconds from launching the worker to the last of ``jobs`` jobs finished, and the
+    cores its processes used on average (their CPU seconds over the whole run's)."""
     book = folder / f"ledger-{processes}-{time.monotonic_ns()}.txt"
     _enqueue(jobs)
     env = {
@@ -72,6 +80,7 @@ def run(processes: int, jobs: int, folder: Path) -> float:
     }
     args = ["--config", str(_config(folder)), "--log-format", "json", "worker"]
     args += ["--queues", cpu_jobs.QUEUE, "--processes", str(processes)]
+    cpu_before = _cpu_of_children()
     launched = time.perf_counter()
     proc = subprocess.Popen([str(QUEUEY), *args], stderr=subprocess.DEVNULL, env=env)
     try:
@@ -83,7 +92,9 @@ def run(processes: int, jobs: int, folder: Path) -> float:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    return elapsed
+    # The supervisor reaped its children, so their CPU time is in ours once it exits.
+    cores = (_cpu_of_children() - cpu_before) / (time.perf_counter() - launched)
+    return elapsed, cores
 
 
 def main() -> None:
@@ -95,12 +106,13 @@ def main() -> None:
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(opts.rounds):
-            one = run(1, opts.jobs, Path(tmp))
-            two = run(2, opts.jobs, Path(tmp))
+            one, cores_one = run(1, opts.jobs, Path(tmp))
+            two, cores_two = run(2, opts.jobs, Path(tmp))
             ratios.append(one / two)
             print(
-                f"round {r + 1}: {opts.jobs} jobs, --processes 1: {one:.1f}s, "
-                f"--processes 2: {two:.1f}s, speed-up {one / two:.2f}x"
+                f"round {r + 1}: {opts.jobs} jobs, --processes 1: {one:.1f}s "
+                f"({cores_one:.2f} cores used), --processes 2: {two:.1f}s "
+                f"({cores_two:.2f} cores used), speed-up {one / two:.2f}x"
             )
     print(f"speed-up, median of {len(ratios)}: {statistics.median(ratios):.2f}x (2 cores)")
 

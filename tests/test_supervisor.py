@@ -25,6 +25,7 @@ from queuey_cli.main import app
 from queuey_cli.output import Exit
 from queuey_cli.supervised import SupervisorLink
 from queuey_cli.supervisor import Supervisor, describe_exit, restart_delay
+from queuey_core import QueueyError
 from queuey_core.settings import MAX_PROCESSES, Settings
 from queuey_core.worker.hooks import JobInfo
 from tests.cli.conftest import BASE, UNREACHABLE
@@ -304,3 +305,30 @@ def test_children_that_fail_before_any_was_ready_stop_the_supervisor_with_their_
     sup = fake(2)
     assert sup.run() == Exit.FAILURE, "an unreachable broker is not restarted forever"
     assert sup.children == []
+
+
+def test_one_process_without_max_jobs_runs_the_worker_itself_without_a_supervisor(
+    offline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_supervisor(self: Supervisor) -> int:
+        raise AssertionError("a supervisor was started for one process")
+
+    def unreachable(settings: Settings) -> None:
+        raise QueueyError("the broker, as this test has it, cannot be reached")
+
+    monkeypatch.setattr(Supervisor, "run", no_supervisor)
+    monkeypatch.setattr("queuey_cli.worker.backend", unreachable)
+    for args in ([], ["--processes", "1"]):
+        result = CliRunner().invoke(app, ["--config", str(offline), "worker", *args])
+        assert result.exit_code == Exit.FAILURE, result.stderr
+        assert "cannot be reached" in result.stderr, "the worker itself tried to connect"
+
+
+def test_a_child_whose_parent_is_not_its_supervisor_knows_it_is_orphaned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ours, theirs = socket.socketpair()
+    monkeypatch.setenv("QUEUEY_SUPERVISOR_PID", str(os.getppid()))
+    assert not SupervisorLink(theirs.detach(), index=0, max_jobs=None).orphaned()
+    monkeypatch.setenv("QUEUEY_SUPERVISOR_PID", str(os.getpid()))  # not our parent
+    assert SupervisorLink(ours.detach(), index=0, max_jobs=None).orphaned()

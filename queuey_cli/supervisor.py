@@ -105,7 +105,8 @@ class Supervisor:
     """Runs ``settings.worker.processes`` children of ``command`` until told to stop.
 
     :meth:`run` returns the exit code: 0 when every child drained, 130 when a second
-    signal (or a shutdown that overran) stopped them at once.
+    signal (or a shutdown that overran) stopped them at once, and a child's own 1 or 2
+    when children failed before any was ever ready (bad config, no broker).
     """
 
     command: list[str]

@@ -15,9 +15,10 @@ import typer
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
 from queuey_cli.scheduler import run_beside, schedules_beside
+from queuey_cli.supervised import SupervisorLink, attach, child_command
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
-from queuey_core.settings import duration
+from queuey_core.settings import MAX_PROCESSES, duration
 
 if TYPE_CHECKING:
     from queuey_core.observability import MetricsServer, WorkerMetrics
@@ -59,11 +60,33 @@ def worker(
             "logged). Default: worker.metrics_port in the config, else off.",
         ),
     ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_PROCESSES,
+            help="Worker processes under one supervisor, each with --concurrency threads "
+            "(default: worker.processes in the config, else 1: no supervisor).",
+        ),
+    ] = None,
+    max_jobs_per_child: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Replace a worker process after this many jobs (for handlers that leak; "
+            "runs a supervisor even for one process); its replacement starts first.",
+        ),
+    ] = None,
+    supervised_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
     overrides: dict[str, Any] = {}
     if concurrency is not None:
         overrides["worker"] = {"concurrency": concurrency}
+    if processes is not None:
+        overrides.setdefault("worker", {})["processes"] = processes
+    if max_jobs_per_child is not None:
+        overrides.setdefault("worker", {})["max_jobs_per_child"] = max_jobs_per_child
     if job_timeout is not None:
         try:
             seconds = duration(job_timeout)
@@ -90,7 +113,21 @@ def worker(
             )
     found = st.handlers(queue_set)
     schedules = schedules_beside(st, settings, found) if with_scheduler else []
-    metrics, server = _serve_metrics(settings.worker.metrics_port)
+    link = None
+    if supervised_fd is not None:
+        link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
+    elif settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None:
+        if burst:
+            raise usage(
+                "--burst runs in one process, without a supervisor: drop --processes and "
+                "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
+            )
+        # Imported here: one process does not pay for the supervisor.
+        from queuey_cli.supervisor import Supervisor  # noqa: PLC0415
+
+        command = child_command(ctx, settings, consume, job_timeout, with_scheduler)
+        raise typer.Exit(Supervisor(command, settings).run())
+    metrics, server = _serve_metrics(settings.worker.metrics_port, link)
     try:
         broker = backend(settings)
         w = Worker(
@@ -102,11 +139,11 @@ def worker(
             job_timeout=settings.worker.job_timeout,
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,
-            hooks=[metrics] if metrics is not None else (),
-            on_shutdown_request=_as_sigterm,
+            hooks=[h for h in (link, metrics) if h is not None],
+            on_shutdown_request=lambda: _as_sigterm(link),
         )
         beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
-        code = _run(w, broker, settings.worker.shutdown_timeout, burst)
+        code = _run(w, broker, settings.worker.shutdown_timeout, burst, link)
         if beside is not None:
             beside.stop()
     finally:
@@ -115,12 +152,15 @@ def worker(
     raise typer.Exit(code)
 
 
-def _serve_metrics(port: int | None) -> tuple[WorkerMetrics | None, MetricsServer | None]:
+def _serve_metrics(
+    port: int | None, link: SupervisorLink | None = None
+) -> tuple[WorkerMetrics | None, MetricsServer | None]:
     """The worker's metrics and their HTTP server, started, when a port is set.
 
     Started before the broker is reached, so a container's health check sees a live
     process (not ready yet) while the worker connects; a port that cannot be used stops
-    everything before that (exit 2).
+    everything before that (exit 2). A supervisor's child serves on a free port of
+    127.0.0.1 only, which it tells its supervisor: the supervisor serves the real port.
     """
     if port is None:
         return None, None
@@ -128,10 +168,20 @@ def _serve_metrics(port: int | None) -> tuple[WorkerMetrics | None, MetricsServe
     from queuey_core.observability import MetricsServer, WorkerMetrics  # noqa: PLC0415
 
     metrics = WorkerMetrics()
-    return metrics, MetricsServer(metrics, port=port).start()
+    if link is None:
+        return metrics, MetricsServer(metrics, port=port).start()
+    server = MetricsServer(metrics, port=0, host="127.0.0.1").start()
+    link.send("metrics", port=server.port)
+    return metrics, server
 
 
-def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:
+def _run(
+    w: Worker,
+    broker: Any,
+    shutdown_timeout: float,
+    burst: bool,
+    link: SupervisorLink | None = None,
+) -> int:
     """Run ``w`` on a thread while this (main) thread waits for signals."""
     outcome: dict[str, BaseException | None] = {"error": None}
 
@@ -157,6 +207,17 @@ def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:
             _stop_now(w, f"second {name}")
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    if link is not None:
+        # The supervisor is gone (killed, or it died before our parent-death signal was
+        # set): drain as if it had sent SIGTERM, and as the one signal, not a second.
+        def orphaned() -> None:
+            logger.warning("the supervisor is gone: draining (up to %gs)", shutdown_timeout)
+            signals["deadline"] = min(signals["deadline"], time.monotonic() + shutdown_timeout)
+            w.handle.shutdown()
+
+        link.watch(orphaned)
+        if link.orphaned():
+            orphaned()
     thread.start()
     if burst:
         threading.Thread(target=_burst_watch, args=(w, broker), daemon=True).start()
@@ -183,9 +244,14 @@ def _run(w: Worker, broker: Any, shutdown_timeout: float, burst: bool) -> int:
     return Exit.OK
 
 
-def _as_sigterm() -> None:
+def _as_sigterm(link: SupervisorLink | None) -> None:
     """A shutdown asked over the control channel (``queuey workers shutdown``) drains
-    exactly as SIGTERM does: the same log, ``shutdown_timeout``, a second signal, exit 0."""
+    exactly as SIGTERM does: the same log, ``shutdown_timeout``, a second signal, exit 0.
+
+    A child of ``--processes`` first tells its supervisor, which would otherwise take
+    the exit for a crash and start another process in its place."""
+    if link is not None:
+        link.send("stop")
     if callable(signal.getsignal(signal.SIGTERM)):  # _run's handler: the worker runs
         os.kill(os.getpid(), signal.SIGTERM)
 

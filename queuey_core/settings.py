@@ -275,6 +275,10 @@ class BrokerSettings(_Section):
         return self.tls.context() if self.uses_tls() else None
 
 
+#: The most worker processes one supervisor runs (``[worker] processes``).
+MAX_PROCESSES = 64
+
+
 class WorkerSettings(_Section):
     """``[worker]``."""
 
@@ -284,6 +288,11 @@ class WorkerSettings(_Section):
     timeout_grace: Duration = 10.0
     # /metrics, /healthz and /readyz on this port (every interface); off when unset.
     metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
+    # Worker processes under one supervisor (1: no supervisor). Capped: each process
+    # holds its own connections and threads, and a typo of 1000 should not fork-bomb.
+    processes: int = Field(default=1, ge=1, le=MAX_PROCESSES)
+    # Replace a process after it ran this many jobs (for handlers that leak); off unset.
+    max_jobs_per_child: int | None = Field(default=None, ge=1)
 
 
 class ScheduleSettings(_Section):

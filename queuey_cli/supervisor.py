@@ -1,0 +1,400 @@
+"""``queuey worker --processes N``: a supervisor that runs N worker processes.
+
+Owns: starting each child (the same ``queuey worker`` command, re-executed with
+``sys.executable -m queuey_cli`` rather than forked, so no child inherits a thread or a
+lock of ours), restarting one that dies (with a capped exponential back-off), replacing
+one that ran its ``max_jobs_per_child`` jobs (the replacement first, then the old one
+drains), and stopping them all: the first SIGTERM or SIGINT is forwarded to every child
+as SIGTERM (each drains), a second one is forwarded again (each stops at once, 130).
+
+Must never: act on a signal inside its handler (the handler only counts it; the loop
+applies it to every child, including one started a moment later, so none is missed);
+start a child from any thread but the main one (a child's parent-death signal fires when
+the thread that forked it ends); or let a child outlive it (see
+:mod:`queuey_cli.supervised`). Children run in process groups of their own, so a
+terminal's Ctrl-C reaches the supervisor alone and each child gets exactly one SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from queuey_cli.output import Exit
+from queuey_cli.supervised import CHILD_INDEX_ENV, SUPERVISOR_PID_ENV
+
+if TYPE_CHECKING:
+    from queuey_cli.supervisor_metrics import FleetServer
+    from queuey_core.settings import Settings
+
+logger = logging.getLogger("queuey.supervisor")
+
+#: Restart back-off: the first restart after this long, doubling up to the cap.
+RESTART_INITIAL = 0.5
+RESTART_MAX = 30.0
+#: A child that lived this long before it died starts the back-off afresh.
+STABLE_AFTER = 30.0
+#: A child's exit codes that mean "this will not work" when no child was ever ready.
+_STARTUP_ERRORS = (Exit.FAILURE, Exit.USAGE)
+#: After the children's own shutdown timeout, how long before they are killed.
+KILL_GRACE = 10.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds to wait before the ``failures``-th restart in a row of one child."""
+    if failures <= 0:
+        return 0.0
+    return float(min(RESTART_MAX, RESTART_INITIAL * 2 ** min(failures - 1, 32)))
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with status 3`` or ``killed by SIGKILL``, from a Popen return code."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with status {returncode}"
+
+
+@dataclass(eq=False)
+class Child:
+    """One worker process and what it has told us."""
+
+    index: int
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    started: float
+    buffer: bytes = b""
+    ready: bool = False
+    draining: bool = False
+    retiring: bool = False
+    sigterms: int = 0
+    metrics_port: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self.proc.pid
+
+
+@dataclass
+class Slot:
+    """One of the N places a child runs in; it keeps its index across restarts."""
+
+    index: int
+    current: Child | None = None
+    failures: int = 0
+    restart_at: float | None = 0.0
+    restarts: int = 0
+    #: Its child was stopped through ``queuey workers shutdown``: it is not replaced.
+    retired: bool = False
+
+
+@dataclass
+class Supervisor:
+    """Runs ``settings.worker.processes`` children of ``command`` until told to stop.
+
+    :meth:`run` returns the exit code: 0 when every child drained, 130 when a second
+    signal (or a shutdown that overran) stopped them at once, and a child's own 1 or 2
+    when children failed before any was ever ready (bad config, no broker).
+    """
+
+    command: list[str]
+    settings: Settings
+    slots: list[Slot] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
+    recycles: int = 0
+    _signals: list[str] = field(default_factory=list)
+    _handled: int = 0
+    _stopping: bool = False
+    _forced: bool = False
+    _ever_ready: bool = False
+    _gave_up: int | None = None
+    _kill_at: float = float("inf")
+    _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+
+    def run(self) -> int:
+        """Start the children, watch them, and return once all of them have ended."""
+        w = self.settings.worker
+        self.slots = [Slot(i) for i in range(w.processes)]
+        server = self._serve_metrics(w.metrics_port)
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        logger.info(
+            "supervisor starting %d worker processes",
+            w.processes,
+            extra={"processes": w.processes, "max_jobs_per_child": w.max_jobs_per_child},
+        )
+        try:
+            while True:
+                self._apply_signals()
+                if not self._stopping:
+                    self._start_due()
+                self._read(0.1)
+                self._reap()
+                if not self.children and all(s.retired for s in self.slots):
+                    logger.info("every worker process was stopped by queuey workers shutdown")
+                    break
+                if self._stopping:
+                    if not self.children:
+                        break
+                    if time.monotonic() > self._kill_at:
+                        self._kill_all()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            if server is not None:
+                server.close()
+            self._selector.close()
+        restarts = sum(s.restarts for s in self.slots)
+        logger.info(
+            "supervisor exited",
+            extra={"restarts": restarts, "recycles": self.recycles, "forced": self._forced},
+        )
+        if self._gave_up is not None:
+            return self._gave_up
+        return Exit.FORCED if self._forced else Exit.OK
+
+    # -- what the loop reads from the outside ----------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Counted only: the loop applies it (a handler may run in the middle of a spawn).
+        self._signals.append(signal.Signals(signum).name)
+
+    def _apply_signals(self) -> None:
+        while self._handled < len(self._signals):
+            name = self._signals[self._handled]
+            self._handled += 1
+            if not self._stopping:
+                self._stopping = True
+                timeout = self.settings.worker.shutdown_timeout
+                self._kill_at = time.monotonic() + timeout + KILL_GRACE
+                if not name.startswith("SIG"):  # we gave up, and said why
+                    continue
+                logger.warning(
+                    "%s: draining %d worker processes (up to %gs); send it again to stop "
+                    "them at once",
+                    name,
+                    len(self.children),
+                    timeout,
+                )
+            elif not self._forced:
+                self._forced = True
+                self._kill_at = time.monotonic() + KILL_GRACE
+                logger.error("second %s: stopping every worker process at once", name)
+        if self._stopping:
+            wanted = 2 if self._forced else 1
+            for child in self.children:
+                while child.sigterms < wanted:
+                    self._sigterm(child)
+
+    def _read(self, timeout: float) -> None:
+        for key, _ in self._selector.select(timeout):
+            child: Child = key.data
+            try:
+                data = child.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:  # the child ended (or closed its end): _reap will see it
+                self._selector.unregister(child.sock)
+                continue
+            child.buffer += data
+            *lines, child.buffer = child.buffer.split(b"\n")
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    logger.warning(
+                        "worker process %d (pid %d) sent a line that is not JSON",
+                        child.index,
+                        child.pid,
+                    )
+                    continue
+                if isinstance(message, dict):
+                    self._on_message(child, message)
+
+    def _on_message(self, child: Child, message: dict[str, Any]) -> None:
+        event = message.get("event")
+        slot = self.slots[child.index]
+        if event == "ready":
+            child.ready = True
+            self._ever_ready = True
+            logger.info(
+                "worker process %d (pid %d) is consuming",
+                child.index,
+                child.pid,
+                extra={"child": child.index, "child_pid": child.pid},
+            )
+            if slot.current is child:
+                for old in self.children:
+                    if old.index == child.index and old.retiring and old.sigterms == 0:
+                        logger.info(
+                            "worker process %d: pid %d replaces pid %d, which now drains",
+                            child.index,
+                            child.pid,
+                            old.pid,
+                        )
+                        self._sigterm(old)
+        elif event == "draining":
+            child.draining = True
+        elif event == "stop" and slot.current is child:
+            slot.retired = True
+            slot.restart_at = None
+        elif event == "metrics" and isinstance(message.get("port"), int):
+            child.metrics_port = message["port"]
+        elif event == "recycle" and slot.current is child and not self._stopping:
+            child.retiring = True
+            self.recycles += 1
+            logger.info(
+                "worker process %d (pid %d) ran %s jobs: starting its replacement",
+                child.index,
+                child.pid,
+                message.get("jobs", "its"),
+            )
+            slot.current = None
+            self._start(slot)
+
+    # -- children ----------------------------------------------------------------------
+
+    def _start_due(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.current is None and slot.restart_at is not None and now >= slot.restart_at:
+                self._start(slot)
+
+    def _start(self, slot: Slot) -> None:
+        ours, theirs = socket.socketpair()
+        env = {
+            **os.environ,
+            SUPERVISOR_PID_ENV: str(os.getpid()),
+            CHILD_INDEX_ENV: str(slot.index),
+        }
+        try:
+            proc = subprocess.Popen(
+                [*self.command, "--supervised-fd", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                process_group=0,  # a terminal's Ctrl-C is ours to forward, once
+            )
+        except OSError as exc:
+            ours.close()
+            self._failed(slot, f"could not be started: {exc.strerror or exc}")
+            return
+        finally:
+            theirs.close()
+        child = Child(slot.index, proc, ours, time.monotonic())
+        slot.current = child
+        slot.restart_at = None
+        self.children.append(child)
+        self._selector.register(ours, selectors.EVENT_READ, child)
+        logger.info(
+            "worker process %d started (pid %d)",
+            slot.index,
+            proc.pid,
+            extra={"child": slot.index, "child_pid": proc.pid},
+        )
+
+    def _reap(self) -> None:
+        for child in list(self.children):
+            code = child.proc.poll()
+            if code is None:
+                continue
+            self.children.remove(child)
+            if self._registered(child):
+                self._selector.unregister(child.sock)
+            child.sock.close()
+            how = describe_exit(code)
+            fields = {"child": child.index, "child_pid": child.pid, "returncode": code}
+            slot = self.slots[child.index]
+            if self._stopping:
+                if code == Exit.FORCED:
+                    self._forced = True
+                log = logger.info if code == 0 else logger.warning
+                log("worker process %d (pid %d) %s", child.index, child.pid, how, extra=fields)
+            elif child.retiring:
+                log = logger.info if code == 0 else logger.warning
+                log(
+                    "worker process %d (pid %d), replaced, %s",
+                    child.index,
+                    child.pid,
+                    how,
+                    extra=fields,
+                )
+            elif slot.current is child and slot.retired:
+                slot.current = None
+                log = logger.info if code == 0 else logger.warning
+                log(
+                    "worker process %d (pid %d), stopped by queuey workers shutdown, %s; "
+                    "it is not replaced",
+                    child.index,
+                    child.pid,
+                    how,
+                    extra=fields,
+                )
+            elif slot.current is child and not self._ever_ready and code in _STARTUP_ERRORS:
+                # Bad config or an unreachable broker: every restart would fail the same way.
+                logger.error(
+                    "worker process %d (pid %d) %s before any was ready: stopping them all",
+                    child.index,
+                    child.pid,
+                    how,
+                    extra=fields,
+                )
+                self._gave_up = code
+                self._signals.append("gave up")
+            elif slot.current is child:
+                slot.current = None
+                if time.monotonic() - child.started >= STABLE_AFTER:
+                    slot.failures = 0
+                self._failed(slot, how, child.pid, fields)
+
+    def _registered(self, child: Child) -> bool:
+        try:
+            self._selector.get_key(child.sock)
+        except (KeyError, ValueError):
+            return False
+        return True
+
+    def _failed(
+        self, slot: Slot, how: str, pid: int | None = None, fields: dict[str, Any] | None = None
+    ) -> None:
+        slot.failures += 1
+        slot.restarts += 1
+        delay = restart_delay(slot.failures)
+        slot.restart_at = time.monotonic() + delay
+        who = f"worker process {slot.index}" + (f" (pid {pid})" if pid is not None else "")
+        logger.error("%s %s; restarting it in %gs", who, how, delay, extra=fields or {})
+
+    def _sigterm(self, child: Child) -> None:
+        child.sigterms += 1
+        with contextlib.suppress(ProcessLookupError):
+            child.proc.send_signal(signal.SIGTERM)
+
+    def _kill_all(self) -> None:
+        self._forced = True
+        self._kill_at = float("inf")
+        for child in self.children:
+            logger.error(
+                "worker process %d (pid %d) did not stop in time: killing it",
+                child.index,
+                child.pid,
+            )
+            child.proc.kill()
+
+    def _serve_metrics(self, port: int | None) -> FleetServer | None:
+        if port is None:
+            return None
+        from queuey_cli.supervisor_metrics import FleetServer  # noqa: PLC0415
+
+        return FleetServer(self, port=port).start()

@@ -1,0 +1,254 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` of a supervisor, for all its worker processes.
+
+Why not prometheus_client's multiprocess mode: a worker's metrics are mostly read from
+the worker itself when Prometheus scrapes (a custom collector over its handle and
+connections, :mod:`queuey_core.observability.metrics`), and multiprocess mode only
+merges Counter, Gauge and Histogram files: custom collectors and process metrics are
+lost in it. So each child keeps its full :class:`~queuey_core.observability.WorkerMetrics`
+and serves it on a free port of 127.0.0.1 (it tells the supervisor which), and a scrape
+of the supervisor's port fetches every child's page, adds ``child`` (the slot, 0..N-1)
+and ``pid`` labels to every sample, and adds the supervisor's own figures. A restarted
+child is a new ``pid``: its counters start a new series, which ``rate()`` handles. The
+total of a figure is ``sum without (child, pid) (...)``.
+
+Owns: the supervisor's HTTP server and the merging. Must never: block the supervisor's
+loop (it reads a snapshot of the children, on the server's threads), or wait on a child
+longer than :data:`CHILD_TIMEOUT`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from queuey_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from queuey_cli.supervisor import Supervisor
+
+logger = logging.getLogger("queuey.supervisor")
+
+#: The longest a scrape or a health check waits for one child.
+CHILD_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class ChildView:
+    """One child as a scrape sees it."""
+
+    index: int
+    pid: int
+    port: int | None
+    ready: bool
+    running: bool
+
+    def get(self, path: str) -> tuple[int, str]:
+        """GET ``path`` from the child's own server: (status, body); 0 if unreachable."""
+        if self.port is None:
+            return 0, ""
+        url = f"http://127.0.0.1:{self.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=CHILD_TIMEOUT) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+        except (OSError, ValueError):
+            return 0, ""
+
+
+def snapshot(supervisor: Supervisor) -> tuple[list[ChildView], int]:
+    """The children in their slots right now (replaced ones left out), and N.
+
+    Reads what the supervisor's loop last saw (``returncode``), never reaps a child from
+    this thread.
+    """
+    views = [
+        ChildView(c.index, c.pid, c.metrics_port, c.ready, c.proc.returncode is None)
+        for c in (s.current for s in supervisor.slots)
+        if c is not None
+    ]
+    return views, len(supervisor.slots)
+
+
+class _FleetCollector(Collector):
+    """Every child's metrics, labelled, and the supervisor's own."""
+
+    def __init__(self, supervisor: Supervisor, pool: ThreadPoolExecutor) -> None:
+        self._supervisor = supervisor
+        self._pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        views, wanted = snapshot(self._supervisor)
+        pages = list(self._pool.map(lambda v: v.get("/metrics"), views))
+        merged: dict[str, Metric] = {}
+        for view, (status, text) in zip(views, pages, strict=True):
+            if status != 200:
+                continue
+            extra = {"child": str(view.index), "pid": str(view.pid)}
+            for family in text_string_to_metric_families(text):
+                if family.type == "unknown" and family.name.endswith("_created"):
+                    continue  # a counter's creation time: not worth a series per child
+                into = merged.setdefault(
+                    family.name, Metric(family.name, family.documentation, family.type)
+                )
+                for s in family.samples:
+                    into.add_sample(s.name, {**s.labels, **extra}, s.value, s.timestamp)
+        yield from merged.values()
+        yield from self._own(views, wanted)
+
+    def _own(self, views: list[ChildView], wanted: int) -> Iterator[Metric]:
+        sup = self._supervisor
+        yield GaugeMetricFamily(
+            "queuey_supervisor_processes", "Worker processes the supervisor keeps running.", wanted
+        )
+        yield GaugeMetricFamily(
+            "queuey_supervisor_processes_running",
+            "Worker processes running in their slot now.",
+            sum(v.running for v in views),
+        )
+        yield GaugeMetricFamily(
+            "queuey_supervisor_processes_ready",
+            "Worker processes consuming now.",
+            sum(v.ready and v.running for v in views),
+        )
+        restarts = CounterMetricFamily(
+            "queuey_supervisor_restarts",
+            "Worker processes restarted after they died, by slot.",
+            labels=["child"],
+        )
+        for slot in sup.slots:
+            restarts.add_metric([str(slot.index)], slot.restarts)
+        yield restarts
+        yield CounterMetricFamily(
+            "queuey_supervisor_recycles",
+            "Worker processes replaced after max_jobs_per_child jobs.",
+            value=sup.recycles,
+        )
+
+
+def liveness(supervisor: Supervisor) -> tuple[bool, dict[str, Any]]:
+    """Alive: every slot has a running child, and each one that serves says it is alive."""
+    views, wanted = snapshot(supervisor)
+    checks = [(v, v.get("/healthz") if v.running else (0, "")) for v in views]
+    children = {str(v.index): _detail(v, status) for v, (status, _) in checks}
+    ok = len(views) == wanted and all(
+        v.running and (v.port is None or status == 200) for v, (status, _) in checks
+    )
+    return ok, {"processes": wanted, "children": children}
+
+
+def readiness(supervisor: Supervisor) -> tuple[bool, dict[str, Any]]:
+    """Ready: every slot has a child that is consuming and whose own /readyz says 200."""
+    views, wanted = snapshot(supervisor)
+    checks = [(v, v.get("/readyz") if v.running else (0, "")) for v in views]
+    children = {str(v.index): _detail(v, status) for v, (status, _) in checks}
+    ok = len(views) == wanted and all(
+        v.running and v.ready and status == 200 for v, (status, _) in checks
+    )
+    return ok, {"processes": wanted, "children": children}
+
+
+def _detail(view: ChildView, status: int) -> dict[str, Any]:
+    return {"pid": view.pid, "ready": view.ready, "running": view.running, "status": status}
+
+
+class FleetServer:
+    """The supervisor's HTTP server: every child's metrics and health on one port."""
+
+    def __init__(self, supervisor: Supervisor, *, port: int, host: str = "0.0.0.0") -> None:
+        self._supervisor = supervisor
+        self._host = host
+        self._requested = port
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="queuey-scrape")
+        self.registry = CollectorRegistry()
+        self.registry.register(_FleetCollector(supervisor, self._pool))
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        if self._server is None:
+            return self._requested
+        return int(self._server.server_address[1])
+
+    def start(self) -> FleetServer:
+        """Listen and serve in the background.
+
+        Raises:
+            ConfigError: the port cannot be listened on.
+        """
+        try:
+            server = ThreadingHTTPServer((self._host, self._requested), _handler(self))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {self._host}:{self._requested}: {exc.strerror or exc}"
+            ) from None
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="queuey-metrics"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        url = f"http://{self._host}:{self.port}"
+        logger.info(
+            "serving /metrics, /healthz and /readyz of every worker process on %s",
+            url,
+            extra={"metrics_url": url},
+        )
+        return self
+
+    def close(self) -> None:
+        """Stop listening."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._pool.shutdown(wait=False)
+
+
+def _handler(fleet: FleetServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            if path == "/metrics":
+                self._send(200, generate_latest(fleet.registry), CONTENT_TYPE_LATEST)
+            elif path in {"/healthz", "/readyz"}:
+                check = liveness if path == "/healthz" else readiness
+                ok, details = check(fleet._supervisor)
+                body = (json.dumps({"ok": ok, **details}, sort_keys=True) + "\n").encode()
+                self._send(200 if ok else 503, body, "application/json; charset=utf-8")
+            else:
+                self._send(
+                    404, b"not found: /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8"
+                )
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a scrape every few seconds is not news
+
+    return Handler

@@ -1,0 +1,49 @@
+"""A CPU-bound job for the ``--processes`` tests and benchmark, loaded as a plugin.
+
+Its handler does a fixed amount of pure-Python work (so it holds the GIL: two threads
+of one process cannot overlap it, two processes can), and writes each run into the
+fault tests' ledger (:mod:`tests.integration.ledger`), with the pid that ran it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from queuey_core import Job, JobContext, handler
+from tests.integration import ledger
+
+QUEUE = "procs.cpu"
+
+
+class Crunch(Job):
+    """``rounds`` rounds of pure-Python arithmetic (about 0.1 s per 1,000,000 here)."""
+
+    NAME: ClassVar[str] = "procs.crunch"
+    QUEUE: ClassVar[str] = QUEUE
+    rounds: int = 200_000
+
+
+def crunch(rounds: int) -> int:
+    """The work itself: a loop the interpreter cannot skip (its result is used)."""
+    total = 0
+    for i in range(rounds):
+        total = (total + i * i) % 1_000_003
+    return total
+
+
+@handler
+def run_crunch(job: Crunch, ctx: JobContext) -> None:
+    """Write down the start, do the work, write down the end (before the ack)."""
+    ledger._write("start", ctx)
+    crunch(job.rounds)
+    ledger._write("done", ctx)
+
+
+def plugin_path(folder: Path) -> Path:
+    """A folder to put on ``PYTHONPATH`` so that ``queuey worker`` finds this handler."""
+    dist = folder / "queuey_test_cpu-0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: queuey-test-cpu\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text(f"[queuey.handlers]\ncpu = {__name__}\n")
+    return folder

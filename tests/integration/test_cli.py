@@ -45,10 +45,14 @@ heartbeat = 10
 [worker]
 shutdown_timeout = "20s"
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
 retry = {{ max_attempts = 2, backoff = "fixed", initial = "200ms", max = "200ms" }}
+
+[queues.beta]
+kind = "quorum"
+prefetch = 4
 """
 
 
@@ -70,13 +74,13 @@ def config(vhost: str, tmp_path: Path) -> Iterator[Path]:
     conn = pika.BlockingConnection(pika.URLParameters(URL))
     try:
         ch = conn.channel()
-        for name in ("default", "default.dlq", "reports", "reports.dlq"):
+        for name in ("alpha", "alpha.dlq", "beta", "beta.dlq"):
             ch.queue_delete(name)
     finally:
         conn.close()
 
 
-def counts(queue: str = "default") -> tuple[int, int]:
+def counts(queue: str = "alpha") -> tuple[int, int]:
     """(ready, dead letters) of ``queue`` in the test vhost."""
     broker = RabbitMQBackend(URL)
     try:
@@ -113,7 +117,8 @@ def test_queues_and_handlers_and_config_show(config: Path) -> None:
     invoke(config, "enqueue", "greet", '{"name": "ada"}')
     code, out, _ = invoke(config, "queues")
     assert code == 0
-    assert "default" in out
+    assert "alpha" in out
+    assert "beta" in out
     assert "held in the delay ladder" in out
     code, out, _ = invoke(config, "config", "show")
     assert code == 0
@@ -145,7 +150,7 @@ def test_a_fatal_job_is_listed_shown_requeued_and_purged(config: Path) -> None:
     assert invoke(config, "worker", "--burst")[0] == 0
     assert invoke(config, "dlq", "requeue", "--all")[1].strip() == "requeued 1"
     assert invoke(config, "worker", "--burst")[0] == 0
-    code, out, _ = invoke(config, "dlq", "purge", "--queue", "default", "--yes")
+    code, out, _ = invoke(config, "dlq", "purge", "--queue", "alpha", "--yes")
     assert (code, out.strip()) == (0, "purged 1")
     assert counts() == (0, 0)
 
@@ -257,7 +262,7 @@ def test_sigterm_in_the_middle_of_a_batch_leaves_every_job_acked_or_queued(
     worker.wait_for("job succeeded", 6)
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.finish() == 0, "a graceful stop exits 0"
-    ready, dead = counts()
+    ready, dead = counts("beta")
     succeeded = worker.count("job succeeded")
     assert 0 < ready < total, "stopped in the middle of the batch"
     assert succeeded + ready == total, f"{succeeded} acked + {ready} queued != {total}"
@@ -272,7 +277,7 @@ def test_a_second_signal_stops_at_once_and_the_broker_keeps_the_rest(
     enqueue_naps(config, tmp_path, total, 2.0)
     worker = WorkerProcess(config, "--concurrency", "4")
     deadline = time.monotonic() + 20
-    while counts()[0] > total - 4:  # four naps taken: they run for 2 s each
+    while counts("beta")[0] > total - 4:  # four naps taken: they run for 2 s each
         assert time.monotonic() < deadline, "the worker never took its jobs"
         time.sleep(0.05)
     worker.proc.send_signal(signal.SIGTERM)
@@ -280,9 +285,9 @@ def test_a_second_signal_stops_at_once_and_the_broker_keeps_the_rest(
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.finish(10) == 130, "a second signal exits at once with 130"
     deadline = time.monotonic() + 10
-    while counts()[0] + worker.count("job succeeded") < total and time.monotonic() < deadline:
+    while counts("beta")[0] + worker.count("job succeeded") < total and time.monotonic() < deadline:
         time.sleep(0.1)
-    ready, dead = counts()
+    ready, dead = counts("beta")
     # Every job that left the queue was acked, and every acked job had succeeded.
     assert total - ready <= worker.count("job succeeded"), f"{total - ready} gone, lost?"
     assert ready > 0

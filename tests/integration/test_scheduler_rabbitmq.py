@@ -131,9 +131,13 @@ CONFIG = f"""
 url = "{AMQP_URL}"
 heartbeat = 10
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
+
+# nap, the example handler of long jobs, is bound to beta
+[queues.beta]
+prefetch = 1
 
 [scheduler]
 heartbeat = 1
@@ -195,7 +199,7 @@ class Proc:
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
     require_broker()
-    queues = ("default", "default.dlq", LEADER_QUEUE, state_queue(SCHEDULE))
+    queues = ("alpha", "alpha.dlq", "beta", "beta.dlq", LEADER_QUEUE, state_queue(SCHEDULE))
     delete(*queues)
     path = tmp_path / "queuey.toml"
     path.write_text(CONFIG)
@@ -214,11 +218,11 @@ def procs() -> Iterator[list[Proc]]:
 
 
 def firings_in_queue() -> Counter[str]:
-    """Every job id in the ``default`` queue, counted (taken with acks: the test's end)."""
+    """Every job id in the ``alpha`` queue, counted (taken with acks: the test's end)."""
     ids: Counter[str] = Counter()
     with channel() as ch:
         while True:
-            method, _props, body = ch.basic_get("default", auto_ack=True)
+            method, _props, body = ch.basic_get("alpha", auto_ack=True)
             if method is None:
                 return ids
             ids[str(Envelope.decode(body).job_id)] += 1

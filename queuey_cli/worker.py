@@ -104,7 +104,8 @@ def worker(
             close_backend_on_shutdown=True,
             hooks=[metrics] if metrics is not None else (),
         )
-        beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
+        registry = metrics.registry if metrics is not None else None
+        beside = run_beside(settings, schedules, broker, w.handle, registry) if schedules else None
         code = _run(w, broker, settings.worker.shutdown_timeout, burst)
         if beside is not None:
             beside.stop()

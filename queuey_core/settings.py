@@ -325,6 +325,8 @@ class SchedulerSettings(_Section):
 
     heartbeat: int = Field(default=2, ge=1)
     grace: Duration = 10.0
+    # `queuey scheduler` serves /metrics, /healthz and /readyz on this port; off when unset.
+    metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
 
 
 _toml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(

@@ -30,6 +30,7 @@ from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL, VHOST
 from tests.integration.broker import channel, rabbitmqctl, unique
+from tests.integration.test_observability import check, sample, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -308,6 +309,57 @@ def test_a_worker_with_the_scheduler_fires_and_runs_the_jobs(
     assert w.stop() == 0
     assert w.seen("stepped down as the active scheduler")
     assert uuid.UUID(next(iter(fired_ids))).version == 5
+
+
+def metrics_base(proc: Proc) -> str:
+    """Where a process started with ``--metrics-port 0`` serves its metrics."""
+    wait_until(lambda: proc.seen("serving /metrics"), what="the metrics server starts")
+    url = str(proc.seen("serving /metrics")[0][1]["metrics_url"])
+    return url.replace("0.0.0.0", "127.0.0.1")
+
+
+def firings_scraped(base: str) -> float:
+    return sample(scrape(base), "queuey_schedule_firings_total", schedule=SCHEDULE)
+
+
+def test_a_lone_scheduler_counts_its_firings_on_its_metrics_port(
+    config: Path, procs: list[Proc]
+) -> None:
+    p = Proc(config, "scheduler", "--metrics-port", "0")
+    procs.append(p)
+    base = metrics_base(p)
+    wait_until(
+        lambda: len(p.fired()) >= 2 and firings_scraped(base) == len(p.fired()),
+        what="two firings, counted as logged",
+    )
+    got = scrape(base)
+    assert sample(got, "queuey_schedule_firing_failures_total", schedule=SCHEDULE) == 0
+    assert sample(got, "queuey_scheduler_leader") == 1
+    assert sample(got, "process_resident_memory_bytes") > 0, "the process's own metrics"
+    status, body = check(base, "/readyz")
+    assert (status, body["scheduler"], body["schedules"]) == (200, "active", [SCHEDULE])
+    assert check(base, "/healthz")[0] == 200
+    assert p.stop() == 0
+
+
+def test_a_worker_with_the_scheduler_counts_firings_beside_its_jobs(
+    config: Path, procs: list[Proc]
+) -> None:
+    w = Proc(config, "worker", "--with-scheduler", "--metrics-port", "0")
+    procs.append(w)
+    base = metrics_base(w)
+    wait_until(
+        lambda: len(w.fired()) >= 2 and firings_scraped(base) == len(w.fired()),
+        what="two firings, counted as logged",
+    )
+    wait_until(
+        lambda: (
+            sample(scrape(base), "queuey_jobs_total", job_type="greet", outcome="succeeded") >= 2
+        ),
+        what="the worker runs them, counted in the same registry",
+    )
+    assert sample(scrape(base), "queuey_scheduler_leader") == 1
+    assert w.stop() == 0
 
 
 # -- queuey schedules, in process ------------------------------------------------------

@@ -155,3 +155,32 @@ def test_a_traceback_survives_a_hostile_exception_and_a_cycle() -> None:
         except ValueError as exc:
             chain = exc
     assert format_traceback(chain).count("Traceback") == MAX_CHAIN
+
+
+def spin_until_interrupted(clock: ManualClock) -> None:
+    while True:  # pure Python: the asynchronous JobTimeout lands in this frame
+        clock.sleep(1)
+
+
+def test_a_timed_out_jobs_record_says_where_the_timeout_interrupted_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    backend = MemoryBackend(clock=clock)
+    queues = seed_queues()
+
+    def slow(job: Explode, ctx: JobContext) -> None:
+        if ctx.attempt == 1:
+            spin_until_interrupted(clock)
+
+    worker = Worker(backend, queues, [Handler(Explode, slow)], job_timeout=5, clock=clock)
+    with caplog.at_level(logging.INFO, logger="queuey_core.worker"):
+        running = start(worker, clock)
+        Producer(backend, queues, clock=clock).enqueue(Explode(how="slow"))
+        wait_for(lambda: len(backend.acked(ALPHA)) == 1, clock)
+        running.stop()
+    [retried] = [r for r in caplog.records if r.getMessage().startswith("job failed; retrying")]
+    assert "job timed out after 5s" in retried.getMessage()
+    text = retried.traceback  # type: ignore[attr-defined]
+    assert ", in spin_until_interrupted" in text, "the frame the handler was in"
+    assert text.endswith("queuey_core.errors.JobTimeout")

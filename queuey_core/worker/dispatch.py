@@ -187,7 +187,7 @@ class Dispatcher:
         fields: dict[str, Any],
     ) -> Outcome | None:
         """Run the handler under ``timeout``; None if a watchdog already settled it."""
-        timed_out = Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s")
+        timed_out = Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
 
         def on_stuck() -> None:
             self._handle._add_stuck(1)
@@ -219,7 +219,7 @@ class Dispatcher:
         if outcome is None:
             self._handle._add_stuck(-1)
             logger.warning("stuck job thread returned at last", extra=fields)
-        elif outcome is timed_out:
+        elif outcome.timed_out:  # (with the traceback of where it was interrupted)
             self._hooks.timed_out(delivery, timed_out.error)
         return outcome
 

@@ -35,12 +35,14 @@ class Kind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a job ended, with the error text or the deferral's reason and delay, and for
-    a handler that raised, the traceback (:func:`format_traceback`)."""
+    a handler that raised (or was interrupted), the traceback (:func:`format_traceback`).
+    ``timed_out`` marks the outcome of a job that outlived its timeout."""
 
     kind: Kind
     error: str = ""
     delay: float = 0.0
     traceback: str = ""
+    timed_out: bool = False
 
 
 SUCCESS = Outcome(Kind.SUCCESS)

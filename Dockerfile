@@ -1,5 +1,6 @@
-# queuey worker image: `docker run IMAGE` runs `queuey worker`; any other subcommand
-# works too (`docker run IMAGE dlq list`). SIGTERM from `docker stop` reaches queuey
+# queuey worker image: `docker run IMAGE` runs `queuey worker` on every queue of the
+# bundled queuey.toml (alpha and beta); any other subcommand works too
+# (`docker run IMAGE dlq list`). SIGTERM from `docker stop` reaches queuey
 # directly (exec-form ENTRYPOINT, no shell in between) and drains the worker.
 FROM python:3.11-slim
 

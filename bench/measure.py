@@ -284,7 +284,7 @@ def _config() -> Path:
     path = Path(tempfile.gettempdir()) / "queuey-bench.toml"
     path.write_text(
         f'[broker]\nurl = "{URL}"\n[worker]\njob_timeout = "5m"\n'
-        "[queues.default]\nprefetch = 100\nmax_priority = 10\n"
+        "[queues.alpha]\nprefetch = 100\nmax_priority = 10\n[queues.beta]\n"
     )
     return path
 
@@ -293,10 +293,10 @@ def cli_worker_rss_and_first_job(n: int) -> dict[str, float]:
     """``queuey worker --burst`` as a process: peak RSS (MB) over ``n`` greet jobs, and
     seconds from launch to its first job consumed (a job already waiting)."""
     conn, ch = _channel()
-    ch.queue_delete("default")
+    ch.queue_delete("alpha")
     conn.close()
     backend = RabbitMQBackend(URL)
-    settings_queues = QueueSet([QueueConfig("default", prefetch=100, max_priority=10)])
+    settings_queues = QueueSet([QueueConfig("alpha", prefetch=100, max_priority=10)])
     backend.declare(list(settings_queues.values()))
 
     producer = Producer(backend, settings_queues)
@@ -304,7 +304,10 @@ def cli_worker_rss_and_first_job(n: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     launched = time.perf_counter()
     proc = subprocess.Popen(
-        _cli("--log-format", "json", "worker"), stderr=subprocess.PIPE, text=True, env=env
+        _cli("--log-format", "json", "worker", "--queues", "alpha"),
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert proc.stderr is not None
     first = float("nan")
@@ -322,7 +325,7 @@ def cli_worker_rss_and_first_job(n: int) -> dict[str, float]:
     while time.monotonic() < deadline:
         status = Path(f"/proc/{proc.pid}/status").read_text()
         peak_kb = max(peak_kb, int(status.split("VmHWM:")[1].split()[0]))
-        if backend.queue_counts("default")[0] == 0:
+        if backend.queue_counts("alpha")[0] == 0:
             break
         time.sleep(0.1)
     time.sleep(0.5)

@@ -237,7 +237,8 @@ class LineFormatter(logging.Formatter):
     """A record's message as one literal line; its exception as ``: Type: message``.
 
     With ``tracebacks`` (at ``--log-level debug``) the traceback follows instead, on
-    lines of its own, control characters still escaped.
+    lines of its own, control characters still escaped; so does a failed job's
+    (its ``traceback`` field), which is left out otherwise to keep the lines readable.
     """
 
     def __init__(self, *, tracebacks: bool = False) -> None:
@@ -249,6 +250,9 @@ class LineFormatter(logging.Formatter):
         message = printable(record.getMessage())
         exc = _exception(record)
         if exc is None:
+            job_traceback = getattr(record, "traceback", None)
+            if self.tracebacks and isinstance(job_traceback, str) and job_traceback:
+                return f"{message}\n{printable(job_traceback, newlines=True)}"
             return message
         if self.tracebacks:
             return f"{message}\n{printable(self.formatException(exc), newlines=True)}"
@@ -268,7 +272,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line, with a record's structured fields (job_id, queue, ...).
 
     An exception is an ``error`` field, ``Type: message``; with ``tracebacks`` (at
-    ``--log-level debug``) a ``traceback`` field too.
+    ``--log-level debug``) a ``traceback`` field too. A failed job's record carries its
+    ``traceback`` field at every level (the worker puts it there, without source lines).
     """
 
     def __init__(self, *, tracebacks: bool = False) -> None:

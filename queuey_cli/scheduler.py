@@ -15,7 +15,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,11 @@ from queuey_core.handlers import Discovered
 from queuey_core.schedules import Cron, build_schedules, job_models
 from queuey_core.schedules.fire import enqueue_with_id
 from queuey_core.settings import Settings, find_config
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from queuey_core.observability import MetricsServer, SchedulerMetrics
 
 logger = logging.getLogger("queuey.scheduler")
 
@@ -55,9 +60,14 @@ def _configured(ctx: typer.Context) -> tuple[Settings, QueueSet, list[Schedule]]
 
 
 def make_scheduler(
-    settings: Settings, queue_set: QueueSet, schedules: list[Schedule], broker: Any
+    settings: Settings,
+    queue_set: QueueSet,
+    schedules: list[Schedule],
+    broker: Any,
+    metrics: SchedulerMetrics | None = None,
 ) -> Scheduler:
-    """A scheduler electing through RabbitMQ and keeping its ticks there (pika now)."""
+    """A scheduler electing through RabbitMQ and keeping its ticks there (pika now),
+    counting its firings in ``metrics`` if given."""
     # Imported here, as common.backend does: commands without a broker skip pika.
     from queuey_core.backends.rabbitmq.election import RabbitElection  # noqa: PLC0415
     from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
@@ -75,25 +85,61 @@ def make_scheduler(
         ),
         state=RabbitScheduleState(url, connect_timeout=settings.broker.connect_timeout),
         grace=settings.scheduler.grace,
+        on_fire=metrics.fired if metrics is not None else None,
+        on_fire_failed=metrics.fire_failed if metrics is not None else None,
     )
 
 
 @cli_errors
-def scheduler(ctx: typer.Context) -> None:
+def scheduler(
+    ctx: typer.Context,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve /metrics (firings per schedule), /healthz and /readyz on this port "
+            "(0: any free one, logged). Default: scheduler.metrics_port, else off.",
+        ),
+    ] = None,
+) -> None:
     """Run the schedules until SIGTERM or SIGINT. Run several for availability: exactly
     one of them fires at a time, and another takes over within seconds if it dies."""
-    settings, queue_set, schedules = _configured(ctx)
+    st = state(ctx)
+    overrides = {"scheduler": {"metrics_port": metrics_port}} if metrics_port is not None else {}
+    settings = st.settings(**overrides)
+    queue_set = settings.queue_set()
+    schedules = load_schedules(st, settings, st.handlers(queue_set))
     if not schedules:
         raise usage("no schedules to run: add schedules.NAME tables to the configuration")
-    broker = backend(settings)
+    metrics, server = _serve_metrics(settings.scheduler.metrics_port, schedules)
     try:
-        code = _run(make_scheduler(settings, queue_set, schedules, broker))
+        broker = backend(settings)
+        try:
+            code = _run(make_scheduler(settings, queue_set, schedules, broker, metrics), metrics)
+        finally:
+            broker.close()
     finally:
-        broker.close()
+        if server is not None:
+            server.close()
     raise typer.Exit(code)
 
 
-def _run(sched: Scheduler) -> int:
+def _serve_metrics(
+    port: int | None, schedules: list[Schedule]
+) -> tuple[SchedulerMetrics | None, MetricsServer | None]:
+    """A lone scheduler's metrics and their HTTP server, started, when a port is set
+    (before the broker is reached, as a worker's are)."""
+    if port is None:
+        return None, None
+    # Imported here: a scheduler without metrics does not pay for prometheus_client.
+    from queuey_core.observability import MetricsServer, SchedulerMetrics  # noqa: PLC0415
+
+    metrics = SchedulerMetrics([s.name for s in schedules], process_metrics=True)
+    return metrics, MetricsServer(metrics, port=port).start()
+
+
+def _run(sched: Scheduler, metrics: SchedulerMetrics | None = None) -> int:
     """Run ``sched`` on a thread while this (main) thread waits for signals."""
     outcome: dict[str, BaseException | None] = {"error": None}
 
@@ -104,6 +150,8 @@ def _run(sched: Scheduler) -> int:
             outcome["error"] = exc
 
     thread = threading.Thread(target=target, name="queuey-scheduler")
+    if metrics is not None:
+        metrics.watch(sched, thread)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         logger.info("%s: stopping; another scheduler takes over", signal.Signals(signum).name)
@@ -170,10 +218,25 @@ def schedules_beside(st: State, settings: Settings, found: list[Discovered]) -> 
     return schedules
 
 
-def run_beside(settings: Settings, schedules: list[Schedule], broker: Any, handle: Any) -> Beside:
+def run_beside(
+    settings: Settings,
+    schedules: list[Schedule],
+    broker: Any,
+    handle: Any,
+    registry: CollectorRegistry | None = None,
+) -> Beside:
     """Run ``schedules`` on a thread beside a worker, publishing through its backend, and
-    stop them as soon as the worker starts shutting down (``handle.is_shutdown()``)."""
-    return Beside(make_scheduler(settings, settings.queue_set(), schedules, broker), handle)
+    stop them as soon as the worker starts shutting down (``handle.is_shutdown()``).
+    With the worker's metrics ``registry``, their firings are counted there."""
+    metrics = None
+    if registry is not None:
+        from queuey_core.observability import SchedulerMetrics  # noqa: PLC0415
+
+        metrics = SchedulerMetrics([s.name for s in schedules], registry=registry)
+    sched = make_scheduler(settings, settings.queue_set(), schedules, broker, metrics)
+    if metrics is not None:
+        metrics.watch(sched)
+    return Beside(sched, handle)
 
 
 # -- queuey schedules --------------------------------------------------------------------

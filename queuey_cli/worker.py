@@ -142,7 +142,8 @@ def worker(
             hooks=[h for h in (link, metrics) if h is not None],
             on_shutdown_request=lambda: _as_sigterm(link),
         )
-        beside = run_beside(settings, schedules, broker, w.handle) if schedules else None
+        registry = metrics.registry if metrics is not None else None
+        beside = run_beside(settings, schedules, broker, w.handle, registry) if schedules else None
         code = _run(w, broker, settings.worker.shutdown_timeout, burst, link)
         if beside is not None:
             beside.stop()

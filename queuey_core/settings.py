@@ -3,7 +3,8 @@
 The file is found at the path given (``--config``, repeatable: later files are overlays
 merged over earlier ones), else ``$QUEUEY_CONFIG`` (several joined with ``:``), else
 ``./queuey.toml``; without one, the defaults apply. Nested keys come from the
-environment with ``__``: ``QUEUEY_QUEUES__ALPHA__PREFETCH=8``. Durations are written as
+environment with ``__``: ``QUEUEY_QUEUES__ALPHA__PREFETCH=8`` (a ``QUEUEY_*`` variable that
+sets nothing is warned about: :mod:`queuey_core.environment`). Durations are written as
 ``"500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` (or a number of seconds).
 
 Values are checked against what the broker can hold (:mod:`queuey_core.limits`) here,
@@ -44,6 +45,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from queuey_core.environment import warn_unknown_variables
 from queuey_core.errors import ConfigError
 from queuey_core.limits import MAX_PRIORITY, MAX_UINT16, check_delay, check_positive
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
@@ -332,6 +334,8 @@ class SchedulerSettings(_Section):
 
     heartbeat: int = Field(default=2, ge=1)
     grace: Duration = 10.0
+    # `queuey scheduler` serves /metrics, /healthz and /readyz on this port; off when unset.
+    metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
 
 
 _toml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -473,6 +477,8 @@ def load_settings(
                 raise
             raise ConfigError(f"QUEUEY_CONFIG: {exc}") from None
     where = " + ".join(str(s) for s in sources) or "configuration"
+    # Before validating: a typo (QUEUEY_BROKER_URL) may be why what follows fails.
+    warn_unknown_variables(Settings, data)
     token = _toml_data.set(data)
     try:
         settings = Settings(**dict(overrides or {}))

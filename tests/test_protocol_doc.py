@@ -14,7 +14,7 @@ DOC = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_tex
 
 
 def test_the_delay_routing_key_example_is_the_ladders() -> None:
-    assert topology.delay_routing_key(1500, "default") in DOC.splitlines()
+    assert topology.delay_routing_key(1500, "alpha") in DOC.splitlines()
 
 
 def test_the_policy_command_is_the_one_a_worker_logs() -> None:

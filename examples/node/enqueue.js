@@ -5,7 +5,7 @@
 // a job surely was not enqueued, 4 if it may or may not have been (as `queuey enqueue`).
 //
 //   QUEUEY_AMQP_URL      broker URL (default amqp://guest:guest@127.0.0.1:5672/%2F)
-//   QUEUEY_QUEUE         the queue (default "default", as in queuey.toml)
+//   QUEUEY_QUEUE         the queue (default "alpha", as in queuey.toml)
 //   QUEUEY_MAX_PRIORITY  the queue's max_priority in queuey.toml (default 10; "" for none)
 //   QUEUEY_DELAY_MS      the delayed job's delay in ms (default 1500)
 'use strict';
@@ -14,7 +14,7 @@ const crypto = require('node:crypto');
 const amqp = require('amqplib');
 
 const URL = process.env.QUEUEY_AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672/%2F';
-const QUEUE = process.env.QUEUEY_QUEUE || 'default';
+const QUEUE = process.env.QUEUEY_QUEUE || 'alpha';
 const MAX_PRIORITY = process.env.QUEUEY_MAX_PRIORITY ?? '10';
 const DELAY_MS = Number(process.env.QUEUEY_DELAY_MS || 1500);
 

@@ -1,10 +1,17 @@
 """Example handlers for queuey, registered under the ``queuey.handlers`` entry point.
 
-- ``greet``: prints a greeting;
+On ``alpha`` (the shipped queuey.toml's short-job queue, with priorities and fast
+retries):
+
+- ``greet``: logs a greeting;
 - ``flaky``: fails its first ``failures`` attempts (retryable), then succeeds;
 - ``snooze``: defers itself once (no attempt spent), then succeeds;
-- ``doomed``: fails fatally, straight to the dead-letter queue;
-- ``nap``: takes ``seconds`` to finish (waking early if cancelled): shows shutdown.
+- ``doomed``: fails fatally, straight to the dead-letter queue.
+
+On ``beta`` (a quorum queue for long jobs):
+
+- ``nap``: takes ``seconds`` to finish (waking early if cancelled): shows long jobs,
+  graceful shutdown and timeouts.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ class Greet(Job):
     """Say hello to someone."""
 
     NAME: ClassVar[str] = "greet"
-    QUEUE: ClassVar[str] = "default"
+    QUEUE: ClassVar[str] = "alpha"
     name: str = Field(min_length=1, max_length=100)
 
 
@@ -31,7 +38,7 @@ class Flaky(Job):
     """Fail ``failures`` times, then succeed: shows retries with backoff."""
 
     NAME: ClassVar[str] = "flaky"
-    QUEUE: ClassVar[str] = "default"
+    QUEUE: ClassVar[str] = "alpha"
     failures: int = Field(default=1, ge=0)
 
 
@@ -39,7 +46,7 @@ class Snooze(Job):
     """Defer once for ``seconds``, then succeed: shows a deferral."""
 
     NAME: ClassVar[str] = "snooze"
-    QUEUE: ClassVar[str] = "default"
+    QUEUE: ClassVar[str] = "alpha"
     seconds: float = Field(default=1.0, ge=0)
 
 
@@ -47,7 +54,7 @@ class Doomed(Job):
     """Always fail fatally: shows the dead-letter queue."""
 
     NAME: ClassVar[str] = "doomed"
-    QUEUE: ClassVar[str] = "default"
+    QUEUE: ClassVar[str] = "alpha"
     why: str = "this job was born to fail"
 
 
@@ -55,7 +62,7 @@ class Nap(Job):
     """Take a while: shows graceful shutdown and timeouts."""
 
     NAME: ClassVar[str] = "nap"
-    QUEUE: ClassVar[str] = "default"
+    QUEUE: ClassVar[str] = "beta"
     seconds: float = Field(default=1.0, ge=0, le=3600)
 
 

@@ -4,6 +4,8 @@
   its own (a :class:`~queuey_core.WorkerHooks`);
 * :mod:`.health`: :class:`WorkerStatus`, the worker's lifecycle and the liveness and
   readiness checks;
+* :mod:`.schedules`: :class:`SchedulerMetrics`, schedule firings counted per schedule
+  (in a worker's registry, or a scheduler's own with :class:`SchedulerStatus`);
 * :mod:`.server`: :class:`MetricsServer`, ``/metrics``, ``/healthz`` and ``/readyz``
   over HTTP.
 
@@ -22,6 +24,15 @@ from __future__ import annotations
 
 from queuey_core.observability.health import Check, WorkerState, WorkerStatus
 from queuey_core.observability.metrics import WorkerMetrics
+from queuey_core.observability.schedules import SchedulerMetrics, SchedulerStatus
 from queuey_core.observability.server import MetricsServer
 
-__all__ = ["Check", "MetricsServer", "WorkerMetrics", "WorkerState", "WorkerStatus"]
+__all__ = [
+    "Check",
+    "MetricsServer",
+    "SchedulerMetrics",
+    "SchedulerStatus",
+    "WorkerMetrics",
+    "WorkerState",
+    "WorkerStatus",
+]

@@ -1,4 +1,5 @@
-"""The HTTP endpoint of a worker: ``/metrics``, ``/healthz`` and ``/readyz`` on one port.
+"""The HTTP endpoint of a worker (or a scheduler): ``/metrics``, ``/healthz`` and
+``/readyz`` on one port.
 
 Owns: the listening socket and the thread that serves it. ``/metrics`` is Prometheus's
 text format (or OpenMetrics, gzip, when the scraper asks); ``/healthz`` and ``/readyz``
@@ -14,28 +15,52 @@ import logging
 import threading
 from http.server import ThreadingHTTPServer
 from types import TracebackType
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import MetricsHandler
 
 from queuey_core.errors import ConfigError
 from queuey_core.observability.health import Check
-from queuey_core.observability.metrics import WorkerMetrics
 
 logger = logging.getLogger(__name__)
 
 
+class HealthChecks(Protocol):
+    """What answers ``/healthz`` and ``/readyz``."""
+
+    def liveness(self) -> Check:
+        """Whether the process is worth keeping."""
+
+    def readiness(self) -> Check:
+        """Whether it does its work now."""
+
+
+class Observed(Protocol):
+    """What a server serves: :class:`~.WorkerMetrics` or :class:`~.SchedulerMetrics`."""
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The metrics ``/metrics`` shows."""
+
+    @property
+    def status(self) -> HealthChecks:
+        """The health checks."""
+
+
 class MetricsServer:
-    """Serves one worker's metrics and health over HTTP, on a thread of its own.
+    """Serves one worker's (or scheduler's) metrics and health over HTTP, on a thread of
+    its own.
 
     Args:
-        metrics: the worker's metrics (also the source of its health).
+        metrics: the worker's metrics (also the source of its health), or a scheduler's.
         port: the TCP port; 0 picks a free one (read it back from :attr:`port`).
         host: the address to listen on; the default, every interface, lets Prometheus
             and a container's health check reach it.
     """
 
-    def __init__(self, metrics: WorkerMetrics, *, port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, metrics: Observed, *, port: int, host: str = "0.0.0.0") -> None:
         self._metrics = metrics
         self._host = host
         self._requested = port
@@ -102,7 +127,7 @@ class MetricsServer:
         self.close()
 
 
-def _handler(metrics: WorkerMetrics) -> type[MetricsHandler]:
+def _handler(metrics: Observed) -> type[MetricsHandler]:
     """A request handler bound to ``metrics``."""
 
     class Handler(MetricsHandler):

@@ -54,6 +54,8 @@ class Scheduler:
         retry_after: seconds before trying again after the broker refused something.
         max_wait: the longest sleep, so a wall clock that jumps is noticed.
         on_fire: called after each firing (tests, metrics).
+        on_fire_failed: called with the schedule's name and the error when a firing
+            fails (the broker did not take it; it is tried again after ``retry_after``).
 
     The scheduler owns ``election`` and ``state``: both are closed when :meth:`run` ends.
     After :meth:`run` raised, ``lost_the_broker`` tells whether the election failed for
@@ -74,6 +76,7 @@ class Scheduler:
         retry_after: float = 1.0,
         max_wait: float = 60.0,
         on_fire: Callable[[Firing], None] | None = None,
+        on_fire_failed: Callable[[str, QueueyError], None] | None = None,
     ) -> None:
         names = [s.name for s in schedules]
         if len(set(names)) != len(names):
@@ -91,6 +94,7 @@ class Scheduler:
         self._retry_after = retry_after
         self._max_wait = max_wait
         self._on_fire = on_fire
+        self._on_fire_failed = on_fire_failed
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._cursors: dict[str, int | None] | None = None
@@ -204,6 +208,8 @@ class Scheduler:
                     exc,
                     extra={"schedule": name},
                 )
+                if self._on_fire_failed is not None:
+                    self._on_fire_failed(name, exc)
                 return self._retry_after
             cursors[name] = tick
         for name, plan in plans.items():

@@ -187,7 +187,7 @@ class Dispatcher:
         fields: dict[str, Any],
     ) -> Outcome | None:
         """Run the handler under ``timeout``; None if a watchdog already settled it."""
-        timed_out = Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s")
+        timed_out = Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
 
         def on_stuck() -> None:
             self._handle._add_stuck(1)
@@ -219,7 +219,7 @@ class Dispatcher:
         if outcome is None:
             self._handle._add_stuck(-1)
             logger.warning("stuck job thread returned at last", extra=fields)
-        elif outcome is timed_out:
+        elif outcome.timed_out:  # (with the traceback of where it was interrupted)
             self._hooks.timed_out(delivery, timed_out.error)
         return outcome
 
@@ -235,7 +235,7 @@ class Dispatcher:
                 f"{_kind_word(outcome)} could not be scheduled: {describe(exc)} "
                 f"({_kind_cause(outcome)}: {outcome.error})"
             )
-            logger.error("%s; dead-lettering", reason, extra=fields)
+            logger.error("%s; dead-lettering", reason, extra=_failed(fields, outcome))
             self._hooks.dead_lettered(delivery, reason, outcome.error)
             operation, args = delivery.dead_letter, (reason,)
         self._settle(operation, args, fields)
@@ -251,7 +251,7 @@ class Dispatcher:
             self._hooks.succeeded(delivery)
             return delivery.ack, ()
         if kind is Kind.FATAL:
-            logger.error("job failed fatally: %s", outcome.error, extra=fields)
+            logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))
             self._hooks.dead_lettered(delivery, f"fatal error: {outcome.error}", outcome.error)
             return delivery.dead_letter, (f"fatal error: {outcome.error}",)
         if kind is Kind.DEFERRED:
@@ -267,7 +267,7 @@ class Dispatcher:
                 "job failed; giving up after %d attempts: %s",
                 env.attempt,
                 outcome.error,
-                extra=fields,
+                extra=_failed(fields, outcome),
             )
             reason = (
                 f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
@@ -277,7 +277,10 @@ class Dispatcher:
             return delivery.dead_letter, (reason,)
         _check_delay("retry", decision.delay)
         logger.warning(
-            "job failed; retrying in %.3gs: %s", decision.delay, outcome.error, extra=fields
+            "job failed; retrying in %.3gs: %s",
+            decision.delay,
+            outcome.error,
+            extra=_failed(fields, outcome),
         )
         self._hooks.failed(delivery, outcome.error, decision.delay)
         return delivery.retry, (env.next_attempt(), decision.delay)
@@ -337,6 +340,12 @@ class _Tracked:
     def defer(self, next_envelope: Envelope, delay: float) -> None:
         self.attempted = True
         self.inner.defer(next_envelope, delay)
+
+
+def _failed(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    """A failure's log fields: the job's, and where the handler raised (``traceback``,
+    a field of its own so that JSON logs carry it at every level)."""
+    return {**fields, "traceback": outcome.traceback} if outcome.traceback else fields
 
 
 def _check_delay(what: str, delay: float) -> None:

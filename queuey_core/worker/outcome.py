@@ -1,16 +1,20 @@
 """How a handler's run ended, told apart: success, fatal, deferred or retryable.
 
-Owns: calling a handler and classifying the way it ended, and the error text that logs
-and dead letters show. Must never: let an exception out of a handler escape (except
-:class:`JobTimeout`, which the timeout machinery catches), nor raise while describing
-one: an exception whose ``__str__`` raises, or whose text holds lone surrogates, still
-gets a text that can be logged and encoded.
+Owns: calling a handler and classifying the way it ended, the error text that logs and
+dead letters show, and the traceback that failure logs carry. Must never: let an
+exception out of a handler escape (except :class:`JobTimeout`, which the timeout
+machinery catches), nor raise while describing one: an exception whose ``__str__``
+raises, or whose text holds lone surrogates, still gets a text that can be logged and
+encoded. Nor put in a traceback what the error text does not already say, besides
+where: no source lines (a literal password in a handler's code would be printed) and
+no local variables.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import traceback
 from dataclasses import dataclass
 
 from queuey_core.context import JobContext
@@ -30,11 +34,15 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a job ended, with the error text or the deferral's reason and delay."""
+    """How a job ended, with the error text or the deferral's reason and delay, and for
+    a handler that raised (or was interrupted), the traceback (:func:`format_traceback`).
+    ``timed_out`` marks the outcome of a job that outlived its timeout."""
 
     kind: Kind
     error: str = ""
     delay: float = 0.0
+    traceback: str = ""
+    timed_out: bool = False
 
 
 SUCCESS = Outcome(Kind.SUCCESS)
@@ -47,11 +55,11 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     except Deferred as d:
         return _deferred(d)
     except Fatal as exc:
-        return Outcome(Kind.FATAL, describe(exc))
+        return Outcome(Kind.FATAL, describe(exc), traceback=format_traceback(exc))
     except JobTimeout:
         raise
     except BaseException as exc:  # Retryable, any other exception: a transient failure
-        return Outcome(Kind.RETRYABLE, describe(exc))
+        return Outcome(Kind.RETRYABLE, describe(exc), traceback=format_traceback(exc))
     return SUCCESS
 
 
@@ -72,6 +80,77 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, (Fatal, Retryable)):
         return text or name
     return f"{name}: {text}" if text else name
+
+
+#: Frames kept of each exception (the innermost), and exceptions kept of a chain.
+MAX_FRAMES = 40
+MAX_CHAIN = 5
+
+
+def format_traceback(exc: BaseException) -> str:
+    """Where ``exc`` was raised: Python's traceback layout, each frame as file, line and
+    function, then ``Type: message`` (as :func:`describe` gives it), for the exception
+    and the ones it was raised from or during.
+
+    Source lines and locals are left out, so the traceback says nothing the error text
+    does not, besides where. Never raises.
+    """
+    try:
+        return _chain(exc)
+    except Exception:
+        return f"Traceback unavailable\n{describe(exc)}"
+
+
+_CAUSE = "The above exception was the direct cause of the following exception:"
+_CONTEXT = "During handling of the above exception, another exception occurred:"
+
+
+def _chain(exc: BaseException) -> str:
+    """The exception and what it was raised from or during, earliest first, as Python
+    prints them."""
+    parts = [_one(exc)]
+    seen = {id(exc)}
+    current = exc
+    while len(parts) < 2 * MAX_CHAIN - 1:
+        if current.__cause__ is not None:
+            earlier, link = current.__cause__, _CAUSE
+        elif current.__context__ is not None and not current.__suppress_context__:
+            earlier, link = current.__context__, _CONTEXT
+        else:
+            break
+        if id(earlier) in seen:
+            break
+        seen.add(id(earlier))
+        parts += [link, _one(earlier)]
+        current = earlier
+    return "\n\n".join(reversed(parts))
+
+
+def _one(exc: BaseException) -> str:
+    # lookup_lines=False: the source files are never read, and no line is printed.
+    frames = traceback.StackSummary.extract(
+        traceback.walk_tb(exc.__traceback__), lookup_lines=False
+    )
+    lines = ["Traceback (most recent call last):"]
+    if len(frames) > MAX_FRAMES:
+        lines.append(f"  ... {len(frames) - MAX_FRAMES} frames left out ...")
+    for frame in frames[-MAX_FRAMES:]:
+        name = _text(frame.name)
+        lines.append(f'  File "{_text(frame.filename)}", line {frame.lineno}, in {name}')
+    kind = type(exc)
+    module = _text(getattr(kind, "__module__", ""))
+    qualname = _text(getattr(kind, "__qualname__", kind.__name__))
+    label = qualname if module in ("builtins", "__main__", "") else f"{module}.{qualname}"
+    message = _message(exc)
+    lines.append(f"{label}: {message}" if message else label)
+    return "\n".join(lines)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return _text(str(exc))
+    except Exception:
+        return "(its message could not be read)"
 
 
 def _text(value: object) -> str:

@@ -18,12 +18,13 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.errors import JobTimeout
-from queuey_core.worker.outcome import Outcome
+from queuey_core.worker.outcome import Outcome, format_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ def run_with_timeout(
     """Run ``call`` under ``timeout``; None if ``on_stuck`` already took the delivery over.
 
     ``on_stuck`` runs (on the clock's thread) when the thread is still busy ``grace``
-    seconds after its timeout; it must not block.
+    seconds after its timeout; it must not block. A job interrupted by its timeout ends
+    as ``timed_out``, with the traceback of where the interruption landed.
     """
     run = TimedRun(ctx)
 
@@ -113,10 +115,12 @@ def run_with_timeout(
 
     timer = clock.call_later(timeout, on_timeout)
     outcome: Outcome = timed_out
+    interrupted = ""
     try:
         outcome = call()
-    except JobTimeout:
-        pass
+    except JobTimeout as exc:
+        # Where the handler was when the timeout landed: the clue to a slow job.
+        interrupted = format_traceback(exc)
     finally:
         timer.cancel()
     while True:
@@ -130,5 +134,5 @@ def run_with_timeout(
     if ended_from is RunState.ABANDONED:
         return None
     if ended_from is RunState.TIMED_OUT:
-        return timed_out
+        return replace(timed_out, traceback=interrupted) if interrupted else timed_out
     return outcome

@@ -17,10 +17,14 @@ BASE = """
 url = "{url}"
 connect_timeout = "1s"
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
 retry = {{ max_attempts = 2, backoff = "fixed", initial = "100ms", max = "100ms" }}
+
+[queues.beta]
+kind = "quorum"
+prefetch = 1
 """
 
 
@@ -94,7 +98,7 @@ class FakeBroker:
 def dead_letter(
     job_type: str = "greet", reason: object = "fatal error: x", dead_at: object = 1_700_000_000_000
 ) -> DeadLetter:
-    """A dead letter on queue ``default``; reason and dead_at may be of any type, as a
+    """A dead letter on queue ``alpha``; reason and dead_at may be of any type, as a
     header of a message anyone published could be."""
     # Built without validation: the envelope model refuses control characters in a job
     # type now, but the command line must show any text literally all the same.
@@ -102,7 +106,7 @@ def dead_letter(
         v=1,
         job_id=uuid.uuid4(),
         job_type=job_type,
-        queue="default",
+        queue="alpha",
         attempt=1,
         deferrals=0,
         priority=0,

@@ -92,7 +92,7 @@ def test_a_job_bound_to_an_undeclared_queue_names_its_entry_point(
     code, _, err = run(runner, "--config", str(path), "handlers")
     assert code == 2
     line = one_error_line(err)
-    assert "'default'" in line
+    assert "'alpha'" in line
     assert "entry point 'examples'" in line
     assert "queuey-example-handlers" in line
 
@@ -107,11 +107,11 @@ def test_a_job_bound_to_an_undeclared_queue_names_its_entry_point(
         (["enqueue", "greet", '{"name": "ada"}', "--priority", "11"], "its maximum is 10"),
         (["enqueue", "greet", '{"name": "ada"}', "--delay", "soon"], "--delay"),
         (["enqueue", "greet"], "either a JSON payload or --file"),
-        (["worker", "--queues", "default,nope"], "unknown queue 'nope'"),
+        (["worker", "--queues", "alpha,nope"], "unknown queue 'nope'"),
         (["worker", "--job-timeout", "forever"], "--job-timeout"),
         (["dlq", "requeue"], "give job ids or --all"),
         (["dlq", "list", "--queue", "nope"], "unknown queue 'nope'"),
-        (["dlq", "purge", "--queue", "default"], "not confirmed"),
+        (["dlq", "purge", "--queue", "alpha"], "not confirmed"),
     ],
 )
 def test_bad_input_is_refused_before_anything_connects(
@@ -192,7 +192,7 @@ def test_config_overlays_merge_over_the_base_file(
     runner: CliRunner, offline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     overlay = tmp_path / "dev.toml"
-    overlay.write_text("[worker]\nconcurrency = 3\n[queues.default]\nprefetch = 2\n")
+    overlay.write_text("[worker]\nconcurrency = 3\n[queues.alpha]\nprefetch = 2\n")
     code, out, _ = run(runner, "--config", str(offline), "--config", str(overlay), "config", "show")
     assert code == 0
     assert '"concurrency": 3' in out

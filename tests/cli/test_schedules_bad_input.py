@@ -48,7 +48,7 @@ def run(runner: CliRunner, config: Path, *args: str) -> tuple[int, str]:
         ),
         (
             'job = "greet"\npayload = { name = "ada" }\nevery = "1m"\npriority = 11',
-            "schedules.broken: priority 11 is not allowed on queue 'default'",
+            "schedules.broken: priority 11 is not allowed on queue 'alpha'",
         ),
     ],
 )

@@ -28,9 +28,13 @@ CONFIG = """
 url = "{url}"
 connect_timeout = "1s"
 {management}
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
+
+[queues.beta]
+kind = "quorum"
+prefetch = 1
 """
 
 
@@ -160,7 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Location", self.server.redirect_to + self.path)
             self.end_headers()
             return
-        body = json.dumps([{"name": "default", "messages_unacknowledged": 3}]).encode()
+        body = json.dumps([{"name": "alpha", "messages_unacknowledged": 3}]).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -193,9 +197,9 @@ def test_unacked_counts_come_from_the_configured_api(api: Callable[[], _Server])
     server = api()
     port = server.server_address[1]
     found = unacked(
-        f"http://127.0.0.1:{port}", "amqp://guest:Zx9Qw7@127.0.0.1:5672/%2F", ["default", "x"]
+        f"http://127.0.0.1:{port}", "amqp://guest:Zx9Qw7@127.0.0.1:5672/%2F", ["alpha", "x"]
     )
-    assert found.counts == {"default": 3, "x": 0}
+    assert found.counts == {"alpha": 3, "x": 0}
     [(path, auth)] = server.seen
     assert path == "/api/queues/%2F?columns=name,messages_unacknowledged"
     assert auth is not None, "plain HTTP to the broker's own host, as configured"
@@ -258,6 +262,6 @@ def test_queues_shows_unacked_from_the_management_url(
     )
     result = runner.invoke(app, ["--config", str(path), "queues"])
     assert result.exit_code == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "default" in line)
+    row = next(line for line in result.stdout.splitlines() if "alpha" in line)
     assert row.split("\t")[2] == "3", "the unacked column (piped: tab-separated)"
     assert "n/a" not in result.stdout

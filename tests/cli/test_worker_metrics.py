@@ -1,4 +1,5 @@
-"""``queuey worker --metrics-port``: bad values and a taken port are one line and exit 2.
+"""``queuey worker --metrics-port`` and ``queuey scheduler --metrics-port``: bad values and a
+taken port are one line and exit 2.
 
 The broker in ``offline`` cannot be reached, so exit 2 (not 1) also shows that nothing
 tried to connect. The real run is in ``tests/integration/test_observability.py``.
@@ -68,3 +69,45 @@ def test_the_server_is_closed_when_the_broker_cannot_be_reached(
     assert code == 1, error
     with socket.socket() as again:
         again.bind(("0.0.0.0", port))  # free again: the worker's server was closed
+
+
+# -- queuey scheduler --metrics-port -----------------------------------------------------
+
+SCHEDULE = '\n[schedules.hello]\njob = "greet"\npayload = { name = "ada" }\nevery = "1m"\n'
+
+
+@pytest.fixture
+def scheduled(offline: Path) -> Path:
+    """The offline config with one schedule, so that `queuey scheduler` has work."""
+    offline.write_text(offline.read_text() + SCHEDULE)
+    return offline
+
+
+def test_a_taken_port_stops_the_scheduler_before_it_connects(
+    runner: CliRunner, scheduled: Path, taken_port: int
+) -> None:
+    args = ["--config", str(scheduled), "scheduler", "--metrics-port", str(taken_port)]
+    code, error = run(runner, *args)
+    assert code == 2, "1 would mean it tried the (unreachable) broker first"
+    assert error == f"error: cannot serve metrics on 0.0.0.0:{taken_port}: Address already in use"
+
+
+def test_a_bad_scheduler_metrics_port_variable_names_it(
+    runner: CliRunner, scheduled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUEY_SCHEDULER__METRICS_PORT", "-3")
+    code, error = run(runner, "--config", str(scheduled), "scheduler")
+    assert code == 2
+    assert error.startswith("error: QUEUEY_SCHEDULER__METRICS_PORT: scheduler.metrics_port:"), error
+
+
+def test_the_schedulers_server_is_closed_when_the_broker_cannot_be_reached(
+    runner: CliRunner, scheduled: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]
+    code, error = run(runner, "--config", str(scheduled), "scheduler", "--metrics-port", str(port))
+    assert code == 1, error
+    with socket.socket() as again:
+        again.bind(("0.0.0.0", port))  # free again: the scheduler's server was closed

@@ -31,7 +31,7 @@ CONCURRENCY = 4
 
 
 def write_config(path: Path, url: str, *, prefetch: int = PREFETCH) -> Path:
-    """A worker's config: the node, both ledger queues, and the example plugin's queue
+    """A worker's config: the node, both ledger queues, and the example plugin's queues
     (installed beside queuey, its handlers are discovered too)."""
     path.write_text(
         f"""
@@ -46,7 +46,9 @@ concurrency = {CONCURRENCY}
 job_timeout = "60s"
 shutdown_timeout = "30s"
 
-[queues.default]
+[queues.alpha]
+
+[queues.beta]
 
 [queues."{ledger.CLASSIC}"]
 prefetch = {prefetch}

@@ -29,9 +29,13 @@ CONFIG = """
 url = "{url}"
 publish_timeout = "10s"
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
+
+# nap, the example handler of long jobs, is bound to beta
+[queues.beta]
+prefetch = 1
 """
 
 
@@ -40,15 +44,17 @@ def config(tmp_path: Path) -> Iterator[Path]:
     require_broker()
     path = tmp_path / "queuey.toml"
     path.write_text(CONFIG.format(url=AMQP_URL))
-    _delete_default()
+    _delete_queues()
     yield path
-    _delete_default()
+    _delete_queues()
 
 
-def _delete_default() -> None:
+def _delete_queues() -> None:
     with channel() as ch:
-        ch.queue_delete("default")
-        ch.queue_delete("default.dlq")
+        ch.queue_delete("alpha")
+        ch.queue_delete("alpha.dlq")
+        ch.queue_delete("beta")
+        ch.queue_delete("beta.dlq")
 
 
 def queuey(config: Path, *args: str) -> list[str]:
@@ -59,20 +65,20 @@ def queuey(config: Path, *args: str) -> list[str]:
 def ready() -> int:
     try:
         with channel() as ch:
-            return int(ch.queue_declare("default", passive=True).method.message_count)
+            return int(ch.queue_declare("alpha", passive=True).method.message_count)
     except pika.exceptions.ChannelClosedByBroker:
         return 0  # not declared yet
 
 
-def job_ids_on_default() -> list[uuid.UUID]:
+def job_ids_on_alpha() -> list[uuid.UUID]:
     """Take every message off the queue: their job ids, duplicates included."""
     ids: list[uuid.UUID] = []
     with channel() as ch:
-        left = int(ch.queue_declare("default", passive=True).method.message_count)
+        left = int(ch.queue_declare("alpha", passive=True).method.message_count)
         if left == 0:
             return ids
         ch.basic_qos(prefetch_count=1000)
-        for method, props, _ in ch.consume("default", auto_ack=True, inactivity_timeout=2):
+        for method, props, _ in ch.consume("alpha", auto_ack=True, inactivity_timeout=2):
             if method is None:
                 break
             ids.append(uuid.UUID(props.message_id))
@@ -138,7 +144,7 @@ def test_a_signal_stops_a_file_between_batches_and_every_line_is_counted(
         timeout=60,
     )
     assert again.returncode == 0, again.stderr
-    ids = job_ids_on_default()
+    ids = job_ids_on_alpha()
     assert len(ids) == len(set(ids)) == total, "every line once, none twice"
 
 
@@ -182,7 +188,7 @@ def test_a_file_line_chooses_its_job_id_and_a_bad_one_is_refused_before_connecti
     )
     assert done.returncode == 0, done.stderr
     assert "enqueued 2 jobs" in done.stderr
-    assert job_id_for("order-1") in job_ids_on_default()
+    assert job_id_for("order-1") in job_ids_on_alpha()
 
     jobs.write_text('{"job_id": "", "name": "a"}\n')
     bad = subprocess.run(

@@ -232,9 +232,13 @@ connect_timeout = "2s"
 recovery_timeout = "3s"
 publish_timeout = "{publish_timeout}"
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
+
+# nap, the example handler of long jobs, is bound to beta
+[queues.beta]
+prefetch = 1
 """
 
 
@@ -282,7 +286,7 @@ def test_a_cli_enqueue_under_an_alarm_exits_4_and_says_blocking(
     assert str(job_id_for("cli-1")) in done.stderr
     assert took < 2 + 3, f"took {took:.1f}s (process start-up included)"
     node.clear_alarm()
-    wait_for(lambda: ready(node, "default") == 1, timeout=10)
+    wait_for(lambda: ready(node, "alpha") == 1, timeout=10)
 
 
 def test_a_file_across_a_long_outage_counts_every_line_and_its_rerun_loses_none(
@@ -328,7 +332,7 @@ def test_a_file_across_a_long_outage_counts_every_line_and_its_rerun_loses_none(
         timeout=60,
     )
     assert again.returncode == 0, again.stderr
-    found = Counter(job_ids_on(node, "default"))
+    found = Counter(job_ids_on(node, "alpha"))
     digest = hashlib.sha256(jobs.read_bytes()).hexdigest()
     expected = {job_id_for(f"queuey --file {digest}:{n}") for n in range(1, total + 1)}
     assert set(found) == expected, "every line is on the queue, under its own id"

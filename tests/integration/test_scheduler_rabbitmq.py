@@ -30,6 +30,7 @@ from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL, VHOST
 from tests.integration.broker import channel, rabbitmqctl, unique
+from tests.integration.test_observability import check, sample, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -131,9 +132,13 @@ CONFIG = f"""
 url = "{AMQP_URL}"
 heartbeat = 10
 
-[queues.default]
+[queues.alpha]
 prefetch = 4
 max_priority = 10
+
+# nap, the example handler of long jobs, is bound to beta
+[queues.beta]
+prefetch = 1
 
 [scheduler]
 heartbeat = 1
@@ -195,7 +200,7 @@ class Proc:
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
     require_broker()
-    queues = ("default", "default.dlq", LEADER_QUEUE, state_queue(SCHEDULE))
+    queues = ("alpha", "alpha.dlq", "beta", "beta.dlq", LEADER_QUEUE, state_queue(SCHEDULE))
     delete(*queues)
     path = tmp_path / "queuey.toml"
     path.write_text(CONFIG)
@@ -214,11 +219,11 @@ def procs() -> Iterator[list[Proc]]:
 
 
 def firings_in_queue() -> Counter[str]:
-    """Every job id in the ``default`` queue, counted (taken with acks: the test's end)."""
+    """Every job id in the ``alpha`` queue, counted (taken with acks: the test's end)."""
     ids: Counter[str] = Counter()
     with channel() as ch:
         while True:
-            method, _props, body = ch.basic_get("default", auto_ack=True)
+            method, _props, body = ch.basic_get("alpha", auto_ack=True)
             if method is None:
                 return ids
             ids[str(Envelope.decode(body).job_id)] += 1
@@ -304,6 +309,57 @@ def test_a_worker_with_the_scheduler_fires_and_runs_the_jobs(
     assert w.stop() == 0
     assert w.seen("stepped down as the active scheduler")
     assert uuid.UUID(next(iter(fired_ids))).version == 5
+
+
+def metrics_base(proc: Proc) -> str:
+    """Where a process started with ``--metrics-port 0`` serves its metrics."""
+    wait_until(lambda: proc.seen("serving /metrics"), what="the metrics server starts")
+    url = str(proc.seen("serving /metrics")[0][1]["metrics_url"])
+    return url.replace("0.0.0.0", "127.0.0.1")
+
+
+def firings_scraped(base: str) -> float:
+    return sample(scrape(base), "queuey_schedule_firings_total", schedule=SCHEDULE)
+
+
+def test_a_lone_scheduler_counts_its_firings_on_its_metrics_port(
+    config: Path, procs: list[Proc]
+) -> None:
+    p = Proc(config, "scheduler", "--metrics-port", "0")
+    procs.append(p)
+    base = metrics_base(p)
+    wait_until(
+        lambda: len(p.fired()) >= 2 and firings_scraped(base) == len(p.fired()),
+        what="two firings, counted as logged",
+    )
+    got = scrape(base)
+    assert sample(got, "queuey_schedule_firing_failures_total", schedule=SCHEDULE) == 0
+    assert sample(got, "queuey_scheduler_leader") == 1
+    assert sample(got, "process_resident_memory_bytes") > 0, "the process's own metrics"
+    status, body = check(base, "/readyz")
+    assert (status, body["scheduler"], body["schedules"]) == (200, "active", [SCHEDULE])
+    assert check(base, "/healthz")[0] == 200
+    assert p.stop() == 0
+
+
+def test_a_worker_with_the_scheduler_counts_firings_beside_its_jobs(
+    config: Path, procs: list[Proc]
+) -> None:
+    w = Proc(config, "worker", "--with-scheduler", "--metrics-port", "0")
+    procs.append(w)
+    base = metrics_base(w)
+    wait_until(
+        lambda: len(w.fired()) >= 2 and firings_scraped(base) == len(w.fired()),
+        what="two firings, counted as logged",
+    )
+    wait_until(
+        lambda: (
+            sample(scrape(base), "queuey_jobs_total", job_type="greet", outcome="succeeded") >= 2
+        ),
+        what="the worker runs them, counted in the same registry",
+    )
+    assert sample(scrape(base), "queuey_scheduler_leader") == 1
+    assert w.stop() == 0
 
 
 # -- queuey schedules, in process ------------------------------------------------------

@@ -49,7 +49,10 @@ class Hello(Job):
 
 
 def write_config(
-    path: Path, url: str, tls: dict[str, Any] | None, queues: str = "[queues.default]\n"
+    path: Path,
+    url: str,
+    tls: dict[str, Any] | None,
+    queues: str = "[queues.alpha]\n[queues.beta]\n",
 ) -> Path:
     lines = ["[broker]", f'url = "{url}"', 'connect_timeout = "3s"']
     if tls is not None:

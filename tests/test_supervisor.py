@@ -151,7 +151,7 @@ def test_the_children_run_the_same_worker_command_with_the_resolved_options(
 
     monkeypatch.setattr(Supervisor, "run", run)
     args = ["--config", str(offline), "--log-format", "json", "worker", "--processes", "3"]
-    args += ["--concurrency", "2", "--queues", "default", "--job-timeout", "30s"]
+    args += ["--concurrency", "2", "--queues", "alpha", "--job-timeout", "30s"]
     args += ["--metrics-port", "9999", "--max-jobs-per-child", "100"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
@@ -162,7 +162,7 @@ def test_the_children_run_the_same_worker_command_with_the_resolved_options(
     rest = command[command.index("worker") :]
     assert rest == [
         "worker",
-        *("--queues", "default", "--concurrency", "2", "--job-timeout", "30s"),
+        *("--queues", "alpha", "--concurrency", "2", "--job-timeout", "30s"),
         *("--max-jobs-per-child", "100", "--metrics-port", "0"),
     ], "a child serves its metrics on a free port; the supervisor serves 9999"
 

@@ -58,7 +58,7 @@ class FakeBroker:
         self.dead = dead or []
         self.closed = False
         #: The queues that exist on this broker (with their dead-letter queues).
-        self.declared = {"default"}
+        self.declared = {"alpha", "beta"}
 
     def inspect(self, names: Sequence[str]) -> Inspection:
         return Inspection(

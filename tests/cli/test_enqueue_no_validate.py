@@ -17,16 +17,16 @@ from queuey_cli.main import app
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["greet", '{"name": "a"}', "--queue", "default"], "--queue goes with --no-validate"),
+        (["greet", '{"name": "a"}', "--queue", "alpha"], "--queue goes with --no-validate"),
         (["greet", '{"name": "a"}', "--no-validate"], "--no-validate needs --queue"),
-        (["greet", "--file", "x.jsonl", "--no-validate", "-q", "default"], "not --file"),
-        (["t", "[1]", "--no-validate", "-q", "default"], "a job is a JSON object, not list"),
-        (["t", "{", "--no-validate", "-q", "default"], "payload: invalid JSON"),
+        (["greet", "--file", "x.jsonl", "--no-validate", "-q", "alpha"], "not --file"),
+        (["t", "[1]", "--no-validate", "-q", "alpha"], "a job is a JSON object, not list"),
+        (["t", "{", "--no-validate", "-q", "alpha"], "payload: invalid JSON"),
         (["t", "{}", "--no-validate", "-q", "nowhere"], "unknown queue 'nowhere'"),
-        (["t", "{}", "--no-validate", "-q", "default", "--priority", "11"], "maximum is 10"),
-        (["a\tb", "{}", "--no-validate", "-q", "default"], "job_type: contains a control"),
-        (["t", "{}", "--no-validate", "-q", "default", "--delay", "-1s"], "--delay"),
-        (["t", "{}", "--no-validate", "-q", "default", "--job-id", " "], "--job-id"),
+        (["t", "{}", "--no-validate", "-q", "alpha", "--priority", "11"], "maximum is 10"),
+        (["a\tb", "{}", "--no-validate", "-q", "alpha"], "job_type: contains a control"),
+        (["t", "{}", "--no-validate", "-q", "alpha", "--delay", "-1s"], "--delay"),
+        (["t", "{}", "--no-validate", "-q", "alpha", "--job-id", " "], "--job-id"),
     ],
 )
 def test_bad_no_validate_use_is_one_line_and_exit_2_before_connecting(

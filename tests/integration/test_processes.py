@@ -44,7 +44,12 @@ concurrency = 2
 job_timeout = "60s"
 shutdown_timeout = "30s"
 
-[queues.default]
+# The example handlers are installed too: their queues must be declared.
+[queues.alpha]
+max_priority = 10
+
+[queues.beta]
+kind = "quorum"
 
 [queues."{cpu_jobs.QUEUE}"]
 prefetch = 2

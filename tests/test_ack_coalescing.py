@@ -96,8 +96,7 @@ class Coalescing(RuleBasedStateMachine):
         for tag in plan.singles:
             settled |= self.broker.ack(tag)
         assert settled == batch, (
-            f"the acks settled {sorted(settled)}, the handlers that returned were "
-            f"{sorted(batch)}"
+            f"the acks settled {sorted(settled)}, the handlers that returned were {sorted(batch)}"
         )
 
     @invariant()

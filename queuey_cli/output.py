@@ -10,6 +10,7 @@ through :func:`printable`, and onto a console only as :class:`rich.text.Text`
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -17,18 +18,45 @@ import sys
 import time
 from enum import IntEnum, StrEnum
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from rich.console import Console, ConsoleRenderable
-from rich.logging import RichHandler
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+
+class _LazyConsole:
+    """A Rich console made on first use: ``queuey worker`` logging JSON never loads Rich
+    (it is a tenth of the worker's start-up and several MB of its memory)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        console = self._console
+        if console is None:
+            from rich.console import Console  # noqa: PLC0415
+
+            console = self._console = Console(**self._options)
+        return getattr(console, name)
+
 
 #: Results (job ids, tables) go here, so they can be piped; piped tables are not
 #: squeezed into 80 columns.
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+out = cast("Console", _LazyConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 160))
 #: Errors, progress and logs go here.
-err = Console(stderr=True, soft_wrap=True)
+err = cast("Console", _LazyConsole(stderr=True, soft_wrap=True))
+
+
+def console_of(console: Console) -> Console:
+    """The real console behind :data:`out` or :data:`err`, made now if need be (for Rich
+    objects that take a console)."""
+    if isinstance(console, _LazyConsole):
+        console.file  # noqa: B018 - an attribute read makes the real console
+        return cast("Console", console._console)
+    return console
 
 
 class Exit(IntEnum):
@@ -71,12 +99,16 @@ def printable(text: object, *, newlines: bool = False) -> str:
 
 def literal(text: object, style: str = "") -> Text:
     """``text`` as Rich Text: shown as it is, never read as markup."""
+    from rich.text import Text  # noqa: PLC0415
+
     return Text(printable(text), style=style)
 
 
 def table(*columns: str, title: str) -> Table:
     """A table whose rows are added with :func:`add_row` (literal cells). A long cell
     folds onto more lines rather than being cut: nothing is hidden."""
+    from rich.table import Table  # noqa: PLC0415
+
     t = Table(title=title)
     for column in columns:
         t.add_column(column, overflow="fold")
@@ -100,6 +132,8 @@ def say(message: object, *, to: Console | None = None) -> None:
 
 def error(message: object) -> None:
     """One clear line on stderr: ``error: <message>``, the message literal."""
+    from rich.text import Text  # noqa: PLC0415
+
     err.print(Text.assemble(("error:", "bold red"), " ", printable(message)), highlight=False)
 
 
@@ -152,15 +186,6 @@ class LineFormatter(logging.Formatter):
         return f"{message}: {describe(exc[1])}"
 
 
-class LiteralRichHandler(RichHandler):
-    """RichHandler that never reads a message as markup, whatever a record asks."""
-
-    def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
-        """See :class:`rich.logging.RichHandler`."""
-        text = Text(message)
-        return self.highlighter(text) if self.highlighter else text
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object a line, with a record's structured fields (job_id, queue, ...).
 
@@ -199,9 +224,7 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     tracebacks = level.upper() == "DEBUG"
     handler: logging.Handler
     if fmt is LogFormat.RICH:
-        handler = LiteralRichHandler(
-            console=err, show_path=False, markup=False, rich_tracebacks=False
-        )
+        handler = _rich_handler()
         handler.setFormatter(LineFormatter(tracebacks=tracebacks))
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -212,3 +235,37 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     # pika narrates every frame, and logs at ERROR what it then raises: queuey translates
     # those exceptions into one line of its own, so pika itself stays quiet.
     logging.getLogger("pika").setLevel(logging.CRITICAL)
+
+
+def _rich_handler() -> logging.Handler:
+    """A :class:`LiteralRichHandler` on :data:`err`."""
+    handler: logging.Handler = _literal_rich_handler()(
+        console=console_of(err), show_path=False, markup=False, rich_tracebacks=False
+    )
+    return handler
+
+
+@functools.cache
+def _literal_rich_handler() -> type:
+    """RichHandler that never reads a message as markup, whatever a record asks.
+
+    Defined on first use: Rich is loaded only for Rich logs.
+    """
+    from rich.console import ConsoleRenderable  # noqa: PLC0415
+    from rich.logging import RichHandler  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    class LiteralRichHandler(RichHandler):
+        def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
+            """See :class:`rich.logging.RichHandler`."""
+            text = Text(message)
+            return self.highlighter(text) if self.highlighter else text
+
+    return LiteralRichHandler
+
+
+def __getattr__(name: str) -> Any:
+    # ``LiteralRichHandler`` is importable from here as before, made when first asked.
+    if name == "LiteralRichHandler":
+        return _literal_rich_handler()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,6 @@ from typing import Any
 import typer
 
 from queuey_cli.common import backend, cli_errors, state
-from queuey_cli.management import unacked
 from queuey_cli.output import add_row, out, say, table
 
 
@@ -24,6 +23,9 @@ def queues(ctx: typer.Context) -> None:
         rows.append((name, ready, consumers, dead))
     held = broker.held_count()
     broker.close()
+    # Imported here: the management-API client is for this command alone.
+    from queuey_cli.management import unacked  # noqa: PLC0415
+
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,

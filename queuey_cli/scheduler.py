@@ -19,7 +19,6 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from queuey_cli.common import State, backend, cli_errors, state, usage
 from queuey_cli.output import Exit, error, out
@@ -234,6 +233,8 @@ def schedules(
     if as_json:
         out.print_json(json.dumps(rows))
         return
+    from rich.table import Table  # noqa: PLC0415 - only this listing needs Rich's table
+
     table = Table("schedule", "job", "when", "catch-up", "last firing", "next firing")
     for row in rows:
         table.add_row(

@@ -124,11 +124,11 @@ def raw_consumer(n: int) -> dict[str, Any]:
             ch.stop_consuming()
 
     ch.basic_consume(RAW_QUEUE, on_message)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     ch.start_consuming()
-    took = time.perf_counter() - started
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
     conn.close()
-    return {"rate": n / took}
+    return {"rate": n / took, "running_rate": n / took, "cpu_us": cpu / n * 1e6}
 
 
 # -- publishing ---------------------------------------------------------------------------

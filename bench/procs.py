@@ -203,6 +203,16 @@ class Run:
         self.peak_tree = max(self.peak_tree, sum(sizes))
         self.peak_one = max(self.peak_one, max(sizes, default=0))
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU the process tree has used so far (load barely moves it)."""
+        total = 0.0
+        with contextlib.suppress(psutil.Error):
+            for p in [self._ps, *self._ps.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = p.cpu_times()
+                    total += times.user + times.system
+        return total
+
     def first_job(self) -> float:
         """Seconds from launch to the first ``first`` line (nan if none came)."""
         for when, line in self.lines:
@@ -248,16 +258,21 @@ def drain(argv: list[str], queue: str, n: int, *, log: str) -> dict[str, Any]:
     run = Run(argv, log=log)
     try:
         took = run.wait_until(lambda: counter.ready(queue) == 0, timeout=600)
+        cpu = run.cpu_seconds()
     finally:
         run.stop()
         counter.close()
     left = ready(queue)
     if left:
         raise RuntimeError(f"{log}: {left} jobs came back to {queue} after the stop")
+    first = run.first_job()
     return {
         "rate": n / took,
         "seconds": took,
-        "first_job_s": run.first_job(),
+        # From the first job on: the throughput of a running worker, launch left out.
+        "running_rate": (n - 1) / (took - first) if took > first else float("nan"),
+        "cpu_us": cpu / n * 1e6,
+        "first_job_s": first,
         "rss_tree_mb": run.peak_tree / 2**20,
         "rss_mb": run.peak_one / 2**20,
     }

@@ -25,8 +25,8 @@ def figure(rounds: Rounds, system: str, key: str = "rate") -> list[float]:
     return [r[system][key] for r in rounds if system in r]
 
 
-def ratio(rounds: Rounds, ours: str, theirs: str) -> list[float]:
-    return [r[ours]["rate"] / r[theirs]["rate"] for r in rounds if ours in r and theirs in r]
+def ratio(rounds: Rounds, ours: str, theirs: str, key: str = "rate") -> list[float]:
+    return [r[ours][key] / r[theirs][key] for r in rounds if ours in r and theirs in r]
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -44,24 +44,31 @@ def markdown(results: dict[str, Any]) -> str:
         "empty; 8 job threads each (queuey `--concurrency 8`, prefetch 16; Dramatiq "
         "1 process, 8 threads, its prefetch 16; Celery threads pool, 8, `acks_late`, its "
         "prefetch 32); raw pika: one consumer, prefetch 100, one `basic_ack` per message, "
-        "timed from its first delivery.",
+        "timed from its first delivery. *Running*: the same run timed from its first job "
+        "(launch left out). *CPU*: user + system time of the worker's processes over the "
+        "run, launch included, per job (the broker's is not counted); load moves it far "
+        "less than the rates.",
         "",
-        "| worker | jobs/s | queuey / it | first job after launch (s) "
+        "| worker | jobs/s from launch | queuey / it | jobs/s running | queuey / it, running "
+        "| CPU per job (us) | first job after launch (s) "
         "| peak RSS, largest process (MB) | peak RSS, process tree (MB) |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     worker = results["worker"]
-    for system in ("queuey", "dramatiq", "celery", "raw pika"):
+    for system in WORKERS:
         if not figure(worker, system):
             continue
         rel = _rel(worker, system)
+        running = _rel(worker, system, "running_rate")
         first = rss = tree = ""
         if system != "raw pika":
             first = spread(figure(worker, system, "first_job_s"), "{:.2f}")
             rss = spread(figure(worker, system, "rss_mb"), "{:.0f}")
             tree = spread(figure(worker, system, "rss_tree_mb"), "{:.0f}")
         lines.append(
-            f"| {system} | {spread(figure(worker, system))} | {rel} | {first} | {rss} | {tree} |"
+            f"| {system} | {spread(figure(worker, system))} | {rel} "
+            f"| {spread(figure(worker, system, 'running_rate'))} | {running} "
+            f"| {spread(figure(worker, system, 'cpu_us'))} | {first} | {rss} | {tree} |"
         )
     io = results["io"]
     ideal = 64 / 0.02
@@ -69,18 +76,20 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"**I/O-bound**: {results['io_jobs']:,} jobs that each wait 20 ms without using the "
         "CPU (queuey: `ctx.wait`; Dramatiq: `time.sleep`), 64 job threads (queuey prefetch "
-        f"128, Dramatiq's 128); the ideal is 64 / 0.02 s = {ideal:,.0f} jobs/s.",
+        f"128, Dramatiq's 128); the ideal is 64 / 0.02 s = {ideal:,.0f} jobs/s. Timed from "
+        "the first job (a running worker), and from launch.",
         "",
-        "| worker | jobs/s | fraction of the ideal | queuey / it |",
-        "|---|---|---|---|",
+        "| worker | jobs/s running | fraction of the ideal | queuey / it | jobs/s from launch |",
+        "|---|---|---|---|---|",
     ]
     for system in ("queuey", "dramatiq"):
         if not figure(io, system):
             continue
-        fractions = [rate / ideal for rate in figure(io, system)]
-        rel = _rel(io, system)
+        fractions = [rate / ideal for rate in figure(io, system, "running_rate")]
+        rel = _rel(io, system, "running_rate")
         lines.append(
-            f"| {system} | {spread(figure(io, system))} | {spread(fractions, '{:.2f}')} | {rel} |"
+            f"| {system} | {spread(figure(io, system, 'running_rate'))} "
+            f"| {spread(fractions, '{:.2f}')} | {rel} | {spread(figure(io, system))} |"
         )
     pub = results["publish"]
     lines += [
@@ -90,8 +99,8 @@ def markdown(results: dict[str, Any]) -> str:
         "raw pika's `basic_publish`, neither confirmed, and raw pika with 1,000 confirms in "
         "flight.",
         "",
-        "| publisher | msg/s | queuey / it |",
-        "|---|---|---|",
+        "| publisher | msg/s | queuey / it | CPU per message (us) |",
+        "|---|---|---|---|",
     ]
     names = {
         "queuey": "queuey `enqueue_many`, confirmed",
@@ -103,14 +112,15 @@ def markdown(results: dict[str, Any]) -> str:
         if not figure(pub, system):
             continue
         rel = _rel(pub, system)
-        lines.append(f"| {label} | {spread(figure(pub, system))} | {rel} |")
+        cpu = spread(figure(pub, system, "cpu_us")) if "cpu_us" in pub[0].get(system, {}) else ""
+        lines.append(f"| {label} | {spread(figure(pub, system))} | {rel} | {cpu} |")
     lat = results["latency"]
     if lat:
         rate = lat[0]["rate"]
         lines += [
             "",
             f"**Latency near saturation**: a running `queuey worker` (8 threads) fed "
-            f"{rate:,.0f} jobs/s (0.8 x its median throughput above) for a few seconds; the "
+            f"{rate:,.0f} jobs/s (0.8 x its median running throughput above) for a few seconds; the "
             "handler measures enqueue to start.",
             "",
             "| p50 ms | p99 ms | max ms |",
@@ -137,13 +147,14 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 PUBLISHERS = ["queuey", "dramatiq", "raw pika", "raw pika confirmed"]
+WORKERS = ["queuey", "dramatiq", "celery", "raw pika"]
 
 
-def _rel(rounds: Rounds, system: str) -> str:
+def _rel(rounds: Rounds, system: str, key: str = "rate") -> str:
     """``queuey / system`` in bold, or nothing on queuey's own row."""
     if system == "queuey":
         return ""
-    return f"**{spread(ratio(rounds, 'queuey', system), '{:.2f}')}**"
+    return f"**{spread(ratio(rounds, 'queuey', system, key), '{:.2f}')}**"
 
 
 def _load(values: list[float] | tuple[float, ...]) -> str:
@@ -158,9 +169,9 @@ def draw(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     panels = [
-        ("worker, no-op jobs", results["worker"], ["queuey", "dramatiq", "celery", "raw pika"]),
-        ("I/O-bound, 64 threads", results["io"], ["queuey", "dramatiq"]),
-        ("publishing", results["publish"], PUBLISHERS),
+        ("worker, no-op jobs (from launch)", results["worker"], WORKERS, "rate"),
+        ("I/O-bound, 64 threads (running)", results["io"], ["queuey", "dramatiq"], "running_rate"),
+        ("publishing", results["publish"], PUBLISHERS, "rate"),
     ]
     colors = {
         "queuey": "#2f6fdf",
@@ -170,11 +181,11 @@ def draw(results: dict[str, Any], path: Path) -> None:
         "raw pika confirmed": "#c8ced6",
     }
     fig, axes = plt.subplots(1, len(panels), figsize=(12, 4.2), dpi=110)
-    for ax, (title, rounds, systems) in zip(axes, panels, strict=True):
+    for ax, (title, rounds, systems, key) in zip(axes, panels, strict=True):
         shown = [s for s in systems if figure(rounds, s)]
-        meds = [statistics.median(figure(rounds, s)) for s in shown]
-        lows = [m - min(figure(rounds, s)) for m, s in zip(meds, shown, strict=True)]
-        highs = [max(figure(rounds, s)) - m for m, s in zip(meds, shown, strict=True)]
+        meds = [statistics.median(figure(rounds, s, key)) for s in shown]
+        lows = [m - min(figure(rounds, s, key)) for m, s in zip(meds, shown, strict=True)]
+        highs = [max(figure(rounds, s, key)) - m for m, s in zip(meds, shown, strict=True)]
         ax.bar(
             range(len(shown)),
             meds,
@@ -185,7 +196,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(shown)), [s.replace(" confirmed", "\nconfirmed") for s in shown])
         for x, s in enumerate(shown):
             if s != "queuey":
-                rel = statistics.median(ratio(rounds, "queuey", s))
+                rel = statistics.median(ratio(rounds, "queuey", s, key))
                 ax.annotate(
                     f"{rel:.2f}x",
                     (x, meds[x]),

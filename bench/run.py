@@ -215,7 +215,7 @@ def main() -> None:
     results["worker"] = rounds("worker", worker_figures(args.jobs, peers), args.rounds)
     results["io"] = rounds("I/O-bound", io_figures(args.io_jobs, peers), args.rounds)
     results["publish"] = rounds("publish", publish_figures(args.jobs, peers), args.rounds)
-    queuey_rate = statistics.median(r["queuey"]["rate"] for r in results["worker"])
+    queuey_rate = statistics.median(r["queuey"]["running_rate"] for r in results["worker"])
     busy = round(queuey_rate * 0.8, -1)
     results["latency"] = [latency(busy, args.latency_seconds) for _ in range(args.rounds)]
     if has_processes():

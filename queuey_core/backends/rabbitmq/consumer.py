@@ -21,6 +21,7 @@ import contextlib
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
@@ -53,18 +54,26 @@ class ConsumerLink(Link):
     def connection(self) -> Any:
         return self._conn
 
-    def ack(self, sub: RabbitSubscription, channel: Channel, tag: int) -> Result[None]:
+    def ack(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        failed: Callable[[BackendError], None] | None = None,
+    ) -> Result[None]:
         """Ack ``tag`` on ``channel`` soon (any thread); the result says once it is sent.
 
         Acks handed over together are sent together at the end of the batch, coalesced
         where :meth:`Unsettled.plan` allows; any other request in the batch sends the acks
         before it first, so nothing is reordered across a nack, a reject or a close.
+        ``failed`` is called with the error if the ack cannot be sent (on the link's
+        thread, or on this one when the link takes nothing more).
         """
-        pending = PendingAck(sub, channel, tag)
+        pending = PendingAck(sub, channel, tag, failed)
         try:
             self.submit(pending)
         except BackendError as exc:
-            pending.result.fail(exc)
+            pending.fail(exc)
         return pending.result
 
     def run_batch(self, batch: list[Any]) -> None:
@@ -103,13 +112,29 @@ class ConsumerLink(Link):
 class PendingAck:
     """An ack a job thread asked for, waiting for the end of the link's batch."""
 
-    __slots__ = ("channel", "result", "sub", "tag")
+    __slots__ = ("channel", "failed", "result", "sub", "tag")
 
-    def __init__(self, sub: RabbitSubscription, channel: Channel, tag: int) -> None:
+    def __init__(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        failed: Callable[[BackendError], None] | None = None,
+    ) -> None:
         self.sub = sub
         self.channel = channel
         self.tag = tag
+        self.failed = failed
         self.result: Result[None] = Result()
+
+    def fail(self, error: BackendError) -> None:
+        """The ack could not be sent: tell whoever waits, or whoever asked to be told."""
+        self.result.fail(error)
+        if self.failed is not None:
+            try:
+                self.failed(error)
+            except Exception:  # must not end the link's thread
+                logger.exception("an ack failure callback failed")
 
     def __call__(self) -> None:  # run on its own (the link's own thread asked)
         send_acks([self])
@@ -127,7 +152,7 @@ def send_acks(acks: list[PendingAck]) -> None:
             gone = BackendError(STALE)
             for p in mine:
                 if not (sub.is_current(p.channel) and p.channel.is_open):
-                    p.result.fail(gone)
+                    p.fail(gone)
         if not current:
             continue
         ch = current[0].channel
@@ -146,7 +171,7 @@ def send_acks(acks: list[PendingAck]) -> None:
             error = BackendError(f"{STALE} ({type(exc).__name__})")
             for p in current:
                 if p.tag not in sent:
-                    p.result.fail(error)
+                    p.fail(error)
         for p in current:
             p.result.set(None)  # no-op for those that failed
 

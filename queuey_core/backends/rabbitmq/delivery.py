@@ -188,6 +188,18 @@ class RabbitDelivery(_Message):
         self._claim()
         self._ack()
 
+    def ack_soon(self, failed: Callable[[BackendError], None]) -> None:
+        """Ack without waiting for the consumer link's thread to send it.
+
+        For a worker whose handler has returned: the job thread goes on to its next
+        delivery while the ack joins the link's next batch (coalesced with others, see
+        :meth:`ConsumerLink.ack`). A refused ack (its channel is gone) is no less
+        counted: ``failed`` gets the error, on the link's thread, and the broker
+        redelivers the message as it would after a refused :meth:`ack`.
+        """
+        self._claim()
+        self._sub.link.ack(self._sub, self._channel, self._tag, failed)
+
     def dead_letter(self, reason: str) -> None:
         """See :class:`Delivery`."""
         self._claim()

@@ -120,8 +120,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             f"**Latency near saturation**: a running `queuey worker` (8 threads) fed "
-            f"{rate:,.0f} jobs/s (0.8 x its median running throughput above) for a few seconds; the "
-            "handler measures enqueue to start.",
+            f"{rate:,.0f} jobs/s (0.8 x its median running throughput above) for a few "
+            "seconds; the handler measures enqueue to start.",
             "",
             "| p50 ms | p99 ms | max ms |",
             "|---|---|---|",
@@ -199,7 +199,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
                 rel = statistics.median(ratio(rounds, "queuey", s, key))
                 ax.annotate(
                     f"{rel:.2f}x",
-                    (x, meds[x]),
+                    (x, meds[x] + highs[x]),
                     textcoords="offset points",
                     xytext=(0, 8),
                     ha="center",

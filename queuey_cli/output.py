@@ -196,12 +196,21 @@ class JsonFormatter(logging.Formatter):
     def __init__(self, *, tracebacks: bool = False) -> None:
         super().__init__()
         self.tracebacks = tracebacks
+        # A worker logs every job: the second's text is made once a second, and one
+        # encoder serves every line (json.dumps with options builds one per call).
+        self._second = (-1, "")
+        self._encoder = json.JSONEncoder(default=str)
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        second = int(created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return f"{self._second[1]}.{int(msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         """See :class:`logging.Formatter`."""
         data: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -214,7 +223,7 @@ class JsonFormatter(logging.Formatter):
             data["error"] = describe(exc[1])
             if self.tracebacks:
                 data["traceback"] = self.formatException(exc)
-        return json.dumps(data, default=str)
+        return self._encoder.encode(data)
 
 
 def setup_logging(fmt: LogFormat, level: str) -> None:
@@ -229,6 +238,12 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
+    # Neither format shows where a call was made from nor which process made it: do not
+    # look them up for every record (the logging docs' "Optimization"; a worker logs
+    # every job).
+    logging._srcfile = None
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -4,12 +4,12 @@ Owns: opening a channel per queue with its prefetch, registering the consumer,
 decoding each delivery into an envelope and pushing it to the worker's sink,
 re-subscribing after a recovery, sending the acks job threads ask for (a batch of them
 coalesced into one ``multiple`` ack where :mod:`.acks` says it is safe), and ending a
-subscription (the broker cancelled it, its
-queue is gone, recovery gave up) with one :class:`ConsumerEnded`. A body that is not an
-envelope (:class:`~queuey_core.envelope.Envelope` refuses it, naming the field) is
-handed to the link's dead-letterer thread, which moves it to the dead-letter queue with
-the reason (the poison path of :mod:`.delivery`): that publish waits for a confirm, so
-it must not run on the link's thread.
+subscription (the broker cancelled it, its queue is gone, recovery gave up) with one
+:class:`ConsumerEnded`. A body that is not an envelope
+(:class:`~queuey_core.envelope.Envelope` refuses it, naming the field) is handed to the
+link's dead-letterer thread, which moves it to the dead-letter queue with the reason
+(the poison path of :mod:`.delivery`): that publish waits for a confirm, so it must not
+run on the link's thread.
 Must never: block the link's thread (the sink only enqueues), let an exception out of a
 pika callback (it would end the link's thread), or let a delivery of a closed channel
 look current: after a channel or connection is lost, its deliveries' settles are refused.
@@ -70,6 +70,9 @@ class ConsumerLink(Link):
         thread, or on this one when the link takes nothing more).
         """
         pending = PendingAck(sub, channel, tag, failed)
+        if self.on_own_thread():
+            pending()  # waiting on ourselves would never end
+            return pending.result
         try:
             self.submit(pending)
         except BackendError as exc:

@@ -176,6 +176,10 @@ class Link:
             self.submit(run)
         return result
 
+    def on_own_thread(self) -> bool:
+        """Whether the caller is the link's own thread."""
+        return threading.current_thread() is self._thread
+
     def submit(self, fn: Callable[[], None]) -> None:
         """Schedule ``fn`` on the link's thread.
 

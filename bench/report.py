@@ -60,6 +60,9 @@ def markdown(results: dict[str, Any]) -> str:
             continue
         rel = _rel(worker, system)
         running = _rel(worker, system, "running_rate")
+        if system == "queuey, 2 processes":  # its target is against raw pika
+            rel = f"{spread(ratio(worker, system, 'raw pika'), '{:.2f}')} (it / raw pika)"
+            running = ""
         first = rss = tree = ""
         if system != "raw pika":
             first = spread(figure(worker, system, "first_job_s"), "{:.2f}")
@@ -147,7 +150,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 PUBLISHERS = ["queuey", "dramatiq", "raw pika", "raw pika confirmed"]
-WORKERS = ["queuey", "dramatiq", "celery", "raw pika"]
+WORKERS = ["queuey", "dramatiq", "celery", "raw pika", "queuey, 2 processes"]
 
 
 def _rel(rounds: Rounds, system: str, key: str = "rate") -> str:

@@ -49,14 +49,23 @@ def measure(name: str, *args: object) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def worker_figures(n: int, peers: bool) -> dict[str, Callable[[], dict[str, Any]]]:
-    """Drain ``n`` no-op jobs: each system at 8 threads, as its users would run it."""
+def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Drain ``n`` no-op jobs: each system at 8 threads, as its users would run it (and
+    queuey with ``--processes 2`` once it has that option)."""
     figures: dict[str, Callable[[], dict[str, Any]]] = {
         "queuey": lambda: _drain(
             "fill_queuey", procs.queuey_argv("bench", THREADS), "bench", n, "queuey"
         ),
         "raw pika": lambda: measure("raw_consumer", n),
     }
+    if processes:
+        figures["queuey, 2 processes"] = lambda: _drain(
+            "fill_queuey",
+            procs.queuey_argv("bench", THREADS, "--processes", "2"),
+            "bench",
+            n,
+            "queuey-2p",
+        )
     if peers:
         figures["dramatiq"] = lambda: _drain(
             "fill_dramatiq", procs.dramatiq_argv(THREADS), "bench_dramatiq", n, "dramatiq"
@@ -212,13 +221,14 @@ def main() -> None:
         "jobs": args.jobs,
         "io_jobs": args.io_jobs,
     }
-    results["worker"] = rounds("worker", worker_figures(args.jobs, peers), args.rounds)
+    processes = has_processes()
+    results["worker"] = rounds("worker", worker_figures(args.jobs, peers, processes), args.rounds)
     results["io"] = rounds("I/O-bound", io_figures(args.io_jobs, peers), args.rounds)
     results["publish"] = rounds("publish", publish_figures(args.jobs, peers), args.rounds)
     queuey_rate = statistics.median(r["queuey"]["running_rate"] for r in results["worker"])
     busy = round(queuey_rate * 0.8, -1)
     results["latency"] = [latency(busy, args.latency_seconds) for _ in range(args.rounds)]
-    if has_processes():
+    if processes:
         results["cpu"] = rounds("CPU-bound", cpu_figures(args.jobs // 10, 20_000), args.rounds)
     else:
         results["cpu"] = None

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from queuey_core.backends.rabbitmq.acks import Unsettled
+from queuey_core.backends.rabbitmq.consumer import PendingAck, send_acks
+from queuey_core.errors import BackendError
 
 
 class BrokerChannel:
@@ -164,3 +166,70 @@ def test_settled_tags_behind_a_long_job_are_let_go(n: int) -> None:
         assert ours.plan([tag]).singles == [tag]
     assert len(ours._order) <= 2 * len(ours) + 65, "bounded memory behind the front"
     assert ours.plan([1]) == (None, [1])
+
+
+# -- the consumer link's side: what send_acks puts on a channel --------------------------
+
+
+class FakeChannel:
+    """Records the acks pika would frame; ``fail_after`` acks, it raises as a closing
+    channel does."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.is_open = True
+        self.sent: list[tuple[int, bool]] = []
+        self.fail_after = fail_after
+
+    def basic_ack(self, tag: int, multiple: bool = False) -> None:
+        if self.fail_after is not None and len(self.sent) >= self.fail_after:
+            raise RuntimeError("channel closing")
+        self.sent.append((tag, multiple))
+
+
+class FakeSubscription:
+    def __init__(self, channel: FakeChannel, delivered: int) -> None:
+        self.channel = channel
+        self.unsettled = Unsettled()
+        for tag in range(1, delivered + 1):
+            self.unsettled.delivered(tag)
+
+    def is_current(self, channel: object) -> bool:
+        return channel is self.channel
+
+
+def pending(sub: FakeSubscription, tag: int, failures: list[BaseException]) -> PendingAck:
+    return PendingAck(sub, sub.channel, tag, failures.append)  # type: ignore[arg-type]
+
+
+def test_a_batch_goes_out_as_one_multiple_ack_and_single_ones() -> None:
+    ch = FakeChannel()
+    sub = FakeSubscription(ch, delivered=6)
+    failures: list[BaseException] = []
+    acks = [pending(sub, tag, failures) for tag in (2, 1, 3, 5)]
+    send_acks(acks)
+    assert ch.sent == [(3, True), (5, False)], "1-3 as one, 5 alone (4 still runs)"
+    assert all(a.result.done and a.result.error() is None for a in acks)
+    assert failures == []
+
+
+def test_acks_for_a_channel_that_is_gone_are_refused_and_counted() -> None:
+    ch = FakeChannel()
+    sub = FakeSubscription(ch, delivered=2)
+    failures: list[BaseException] = []
+    acks = [pending(sub, 1, failures), pending(sub, 2, failures)]
+    sub.channel = FakeChannel()  # reconnected: the old channel's tags mean nothing now
+    send_acks(acks)
+    assert ch.sent == [], "nothing is sent on a channel that is not current"
+    assert len(failures) == 2
+    assert all(isinstance(a.result.error(), BackendError) for a in acks)
+
+
+def test_a_channel_that_closes_mid_batch_fails_only_the_acks_not_sent() -> None:
+    ch = FakeChannel(fail_after=1)
+    sub = FakeSubscription(ch, delivered=5)
+    failures: list[BaseException] = []
+    acks = [pending(sub, tag, failures) for tag in (1, 2, 4)]
+    send_acks(acks)
+    assert ch.sent == [(2, True)]
+    assert [a.result.error() is None for a in acks] == [True, True, False]
+    assert len(failures) == 1, "the ack of 4 was not sent: counted once"

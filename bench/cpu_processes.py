@@ -42,7 +42,8 @@ def _config(folder: Path) -> Path:
     path = folder / "queuey.toml"
     path.write_text(
         f'[broker]\nurl = "{URL}"\n[worker]\nconcurrency = 2\njob_timeout = "5m"\n'
-        f'[queues.default]\n[queues."{cpu_jobs.QUEUE}"]\nprefetch = 2\n'
+        '[queues.alpha]\nmax_priority = 10\n[queues.beta]\nkind = "quorum"\n'
+        f'[queues."{cpu_jobs.QUEUE}"]\nprefetch = 2\n'
     )
     return path
 

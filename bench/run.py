@@ -1,10 +1,14 @@
-"""Run every benchmark and write bench/RESULTS.md and bench/throughput.png.
+"""Run the benchmark: queuey beside Dramatiq, Celery and raw pika, in the same rounds.
 
-    ./scripts/bench [--rounds 5]
+    ./scripts/bench [--rounds 5] [--jobs 20000]
 
-Each throughput figure is measured for queuey and for raw pika in the same round, and
-reported as the median (and min-max) of the per-round ratios: this machine is shared
-and noisy, so only same-run ratios compare. Never run as a test.
+Every worker is a process launched as its users launch it (``queuey worker``,
+``dramatiq``, ``celery worker``), timed from launch until its queue is empty, its peak
+resident memory sampled; within a round the systems run one after the other on the same
+broker, in an order that rotates from round to round. Each figure is reported as the
+median (and min-max) over rounds of the same-round ratio: this machine is shared and
+noisy, so only ratios from one round compare. Writes bench/RESULTS.md, results.json and
+throughput.png. Never run as a test.
 """
 
 from __future__ import annotations
@@ -17,40 +21,228 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-
-from queuey_core.backends.rabbitmq import RabbitMQBackend
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import measure  # lives beside this script
+import procs
+import report
 
 HERE = Path(__file__).parent
+THREADS = 8
+IO_THREADS = 64
 
-PAIRS: list[tuple[str, str, Callable[[], float], Callable[[], float], str]] = [
-    (
-        "worker throughput (20,000 no-op jobs)",
-        "pika consumer, prefetch 100, basic_ack each",
-        lambda: measure.raw_consumer(20_000),
-        lambda: measure.queuey_worker(20_000),
-        ">= 0.6",
-    ),
-    (
-        "single enqueue() with confirms (2,000)",
-        "pika publish, confirm each",
-        lambda: measure.raw_publish_confirmed(2_000),
-        lambda: measure.queuey_enqueue(2_000),
-        ">= 0.77 (time within 1.3x)",
-    ),
-    (
-        "batch enqueue_many() with confirms (20,000)",
-        "pika SelectConnection, 1,000 confirms in flight",
-        lambda: measure.raw_publish_windowed(20_000),
-        lambda: measure.queuey_enqueue_many(20_000),
-        ">= 0.8",
-    ),
-]
+
+def measure(name: str, *args: object) -> dict[str, Any]:
+    """One measurement of measure.py, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, str(HERE / "measure.py"), name, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode:
+        raise RuntimeError(f"measure.py {name} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Drain ``n`` no-op jobs: each system at 8 threads, as its users would run it (and
+    queuey with ``--processes 2`` once it has that option)."""
+    figures: dict[str, Callable[[], dict[str, Any]]] = {
+        "queuey": lambda: _drain(
+            "fill_queuey", procs.queuey_argv("bench", THREADS), "bench", n, "queuey"
+        ),
+        "raw pika": lambda: measure("raw_consumer", n),
+    }
+    if processes:
+        figures["queuey, 2 processes"] = lambda: _drain(
+            "fill_queuey",
+            procs.queuey_argv("bench", THREADS, "--processes", "2"),
+            "bench",
+            n,
+            "queuey-2p",
+        )
+    if peers:
+        figures["dramatiq"] = lambda: _drain(
+            "fill_dramatiq", procs.dramatiq_argv(THREADS), "bench_dramatiq", n, "dramatiq"
+        )
+        figures["celery"] = lambda: _drain(
+            "fill_celery", procs.celery_argv(THREADS), "bench_celery", n, "celery"
+        )
+    return figures
+
+
+def io_figures(n: int, peers: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Drain ``n`` jobs that each wait 20 ms without using the CPU, at 64 threads."""
+    figures: dict[str, Callable[[], dict[str, Any]]] = {
+        "queuey": lambda: _drain(
+            "fill_queuey",
+            procs.queuey_argv("bench_io", IO_THREADS),
+            "bench_io",
+            n,
+            "queuey-io",
+            kind="io",
+        ),
+    }
+    if peers:
+        figures["dramatiq"] = lambda: _drain(
+            "fill_dramatiq",
+            procs.dramatiq_argv(IO_THREADS),
+            "bench_dramatiq_io",
+            n,
+            "dramatiq-io",
+            kind="io",
+        )
+    return figures
+
+
+def publish_figures(n: int, peers: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Publish ``n`` jobs: queuey's confirmed enqueue_many beside unconfirmed sends."""
+    figures = {
+        "queuey": lambda: measure("queuey_enqueue_many", n),
+        "raw pika": lambda: measure("raw_publish", n),
+        "raw pika confirmed": lambda: measure("raw_publish_windowed", n),
+    }
+    if peers:
+        figures["dramatiq"] = lambda: measure("dramatiq_send", n)
+    return figures
+
+
+def _drain(
+    fill: str, argv: list[str], queue: str, n: int, label: str, kind: str = "noop"
+) -> dict[str, Any]:
+    procs.purge(queue)
+    measure(fill, n, kind)
+    return procs.drain(argv, queue, n, log=label)
+
+
+def rounds(
+    title: str, figures: dict[str, Callable[[], dict[str, Any]]], count: int
+) -> list[dict[str, dict[str, Any]]]:
+    """``count`` rounds of every figure, the order rotating from one round to the next."""
+    names = list(figures)
+    out = []
+    for r in range(count):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        got: dict[str, dict[str, Any]] = {}
+        for name in order:
+            got[name] = figures[name]()
+        out.append(got)
+        shown = ", ".join(f"{k} {v['rate']:,.0f}/s" for k, v in got.items())
+        print(f"{title}: round {r + 1}: {shown}", flush=True)
+    return out
+
+
+def latency(rate: float, seconds: float) -> dict[str, float]:
+    """Enqueue-to-start waits of Stamped jobs at ``rate`` a second into a running
+    ``queuey worker`` (defaults, 8 threads): p50, p99, max in ms."""
+    procs.purge("bench")
+    run = procs.Run(procs.queuey_argv("bench", THREADS), log="queuey-latency")
+    counter = procs.Counter()
+    try:
+        # Started once its consumer is registered (the queue shows a consumer).
+        deadline = time.monotonic() + 30
+        while counter.consumers("bench") == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = measure("publish_stamped", float(rate), float(seconds))["sent"]
+        deadline = time.monotonic() + 60
+        while len(run.lines) < sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        run.stop()
+        counter.close()
+    waits = sorted(int(line) / 1000 for _, line in run.lines if line.isdigit())
+    if len(waits) < sent:
+        raise RuntimeError(f"latency: {len(waits)} of {sent} jobs reported")
+    return {
+        "p50": statistics.median(waits),
+        "p99": waits[max(0, int(len(waits) * 0.99) - 1)],
+        "max": waits[-1],
+        "rate": rate,
+    }
+
+
+def has_processes() -> bool:
+    """Whether ``queuey worker`` takes ``--processes`` (the scale-out issue) yet."""
+    help_text = subprocess.run(
+        [str(procs.BIN / "queuey"), "worker", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout
+    return "--processes" in help_text
+
+
+def cpu_figures(n: int, work: int) -> dict[str, Callable[[], dict[str, Any]]]:
+    """CPU-bound jobs (``work`` rounds of pure Python each): 1 process against 2."""
+    return {
+        f"processes {p}": (
+            lambda p=p: _drain(
+                "fill_queuey",
+                procs.queuey_argv("bench", THREADS, "--processes", str(p)),
+                "bench",
+                n,
+                f"queuey-cpu{p}",
+                kind=f"cpu{work}",
+            )
+        )
+        for p in (1, 2)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--io-jobs", type=int, default=6_400)
+    parser.add_argument("--latency-seconds", type=float, default=4.0)
+    parser.add_argument("--redraw", action="store_true", help="Redraw from results.json.")
+    args = parser.parse_args()
+    if args.redraw:
+        report.draw(json.loads((HERE / "results.json").read_text()), HERE / "throughput.png")
+        return
+    peers = procs.have("dramatiq") and procs.have("celery")
+    if not peers:
+        print("Dramatiq and Celery are not installed (pip install -e '.[bench]'): raw pika only")
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    results: dict[str, Any] = {
+        "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip(),
+        "machine": machine(),
+        "rounds": args.rounds,
+        "jobs": args.jobs,
+        "io_jobs": args.io_jobs,
+    }
+    processes = has_processes()
+    results["worker"] = rounds("worker", worker_figures(args.jobs, peers, processes), args.rounds)
+    results["io"] = rounds("I/O-bound", io_figures(args.io_jobs, peers), args.rounds)
+    results["publish"] = rounds("publish", publish_figures(args.jobs, peers), args.rounds)
+    queuey_rate = statistics.median(r["queuey"]["running_rate"] for r in results["worker"])
+    busy = round(queuey_rate * 0.8, -1)
+    results["latency"] = [latency(busy, args.latency_seconds) for _ in range(args.rounds)]
+    if processes:
+        results["cpu"] = rounds("CPU-bound", cpu_figures(args.jobs // 10, 20_000), args.rounds)
+    else:
+        results["cpu"] = None
+        print("queuey worker has no --processes yet: the CPU-bound figure is skipped")
+    results["load"] = {
+        "before": load_before,
+        "after": os.getloadavg(),
+        "minutes": (time.monotonic() - started) / 60,
+    }
+    (HERE / "results.json").write_text(json.dumps(results, indent=1))
+    text = report.markdown(results)
+    (HERE / "RESULTS.md").write_text(text)
+    print(text)
+    report.draw(results, HERE / "throughput.png")
 
 
 def machine() -> str:
@@ -62,160 +254,31 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    rabbit = "?"
-    try:
-        backend = RabbitMQBackend(measure.URL)
-        rabbit = backend.server_version
-        backend.close()
-    except Exception:
-        pass
+    versions = []
+    for dist in ("pika", "dramatiq", "celery"):
+        try:
+            from importlib.metadata import version  # noqa: PLC0415
+
+            versions.append(f"{dist} {version(dist)}")
+        except Exception:
+            pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
         f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, "
-        f"RabbitMQ {rabbit}, pika {__import__('pika').__version__}"
+        f"RabbitMQ {rabbit_version()}, {', '.join(versions)}"
     )
 
 
-def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
-    """``median (min-max)``."""
-    low, mid, high = (fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
-    return f"{mid} ({low}-{high})"
+def rabbit_version() -> str:
+    try:
+        from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
 
-
-def col(results: list[dict[str, float]], key: str, fmt: str = "{:.1f}") -> str:
-    """One figure of several rounds, as ``median (min-max)``."""
-    return spread([r[key] for r in results], fmt)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument(
-        "--redraw", action="store_true", help="Redraw the chart from bench/results.json."
-    )
-    args = parser.parse_args()
-    if args.redraw:
-        saved = json.loads((HERE / "results.json").read_text())
-        draw([(c["name"], c["raw"], c["queuey"]) for c in saved["chart"]], saved["when"])
-        return
-
-    rows = []
-    chart = []
-    for name, reference, raw_fn, queuey_fn, target in PAIRS:
-        raws, ours, ratios = [], [], []
-        for r in range(args.rounds):
-            # Alternate which goes first, so neither always gets the warmer broker.
-            order = [("raw", raw_fn), ("queuey", queuey_fn)]
-            if r % 2:
-                order.reverse()
-            got = {}
-            for label, fn in order:
-                measure.reset()
-                got[label] = fn()
-            raws.append(got["raw"])
-            ours.append(got["queuey"])
-            ratios.append(got["queuey"] / got["raw"])
-            print(
-                f"{name}: round {r + 1}: raw {got['raw']:,.0f}/s queuey {got['queuey']:,.0f}/s",
-                flush=True,
-            )
-        rows.append((name, reference, spread(raws), spread(ours), spread(ratios, "{:.2f}"), target))
-        chart.append((name.split(" (")[0], raws, ours))
-
-    measure.reset()
-    light = [measure.latency(200, 5) for _ in range(args.rounds)]
-    worker_rate = statistics.median(chart[0][2])
-    busy_rate = round(worker_rate * 0.8, -1)
-    busy = [measure.latency(busy_rate, 4) for _ in range(args.rounds)]
-    measure.reset()
-    process = [
-        measure.cli_worker_rss_and_first_job(20_000) for _ in range(max(2, args.rounds // 2))
-    ]
-    measure.reset()
-
-    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    lines = [
-        f"Measured {when} on commit {commit}: {machine()}; {args.rounds} rounds, "
-        "median (min-max). Durable queue, persistent messages.",
-        "",
-        "| figure | raw pika reference | raw pika msg/s | queuey msg/s | queuey / raw | target |",
-        "|---|---|---|---|---|---|",
-        *(f"| {a} | {b} | {c} | {d} | **{e}** | {f} |" for a, b, c, d, e, f in rows),
-        "",
-        "| latency, enqueue to handler start | p50 ms | p99 ms | max ms | target |",
-        "|---|---|---|---|---|",
-        f"| light load, 200 jobs/s | {col(light, 'p50')} | {col(light, 'p99')} "
-        f"| {col(light, 'max')} | p50 < 5 |",
-        f"| near saturation, {busy_rate:,.0f} jobs/s (0.8 x worker throughput) "
-        f"| {col(busy, 'p50')} | {col(busy, 'p99')} | {col(busy, 'max')} | |",
-        "",
-        "| `queuey worker` process | value | target |",
-        "|---|---|---|",
-        f"| peak RSS over 20,000 jobs | {col(process, 'rss_mb')} MB | < 60 MB |",
-        f"| launch to first job consumed | {col(process, 'first_job_s', '{:.2f}')} s | < 1 s |",
-    ]
-    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
-    (HERE / "results.json").write_text(
-        json.dumps(
-            {
-                "when": when,
-                "chart": [{"name": n, "raw": r, "queuey": q} for n, r, q in chart],
-                "latency": {"light": light, "busy": busy},
-                "process": process,
-            },
-            indent=1,
-        )
-    )
-    print("\n".join(lines))
-    draw(chart, when)
-
-
-def draw(chart: list[tuple[str, list[float], list[float]]], when: str) -> None:
-    import matplotlib  # noqa: PLC0415 - only the benchmark needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
-    xs = range(len(chart))
-    width = 0.38
-    for offset, label, idx, color in (
-        (-width / 2, "raw pika", 1, "#9aa5b1"),
-        (width / 2, "queuey", 2, "#2f6fdf"),
-    ):
-        meds = [statistics.median(row[idx]) for row in chart]  # type: ignore[arg-type]
-        lows = [m - min(row[idx]) for m, row in zip(meds, chart, strict=True)]  # type: ignore[arg-type]
-        highs = [max(row[idx]) - m for m, row in zip(meds, chart, strict=True)]  # type: ignore[arg-type]
-        ax.bar(
-            [x + offset for x in xs],
-            meds,
-            width,
-            label=label,
-            color=color,
-            yerr=[lows, highs],
-            capsize=4,
-        )
-    ax.set_xticks(list(xs), [row[0].replace(" with", "\nwith") for row in chart])
-    for x, (_, raw, ours) in zip(xs, chart, strict=True):
-        ratio = statistics.median(q / r for q, r in zip(ours, raw, strict=True))
-        top = max(*raw, *ours)
-        ax.annotate(
-            f"{ratio:.2f}x",
-            (x, top),
-            textcoords="offset points",
-            xytext=(0, 6),
-            ha="center",
-            fontsize=9,
-        )
-    ax.margins(y=0.12)
-    ax.set_ylabel("messages / second (median, min-max)")
-    ax.set_title(f"queuey beside raw pika, same run ({when})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(HERE / "throughput.png")
+        backend = RabbitMQBackend(procs.URL)
+        version = backend.server_version
+        backend.close()
+        return version
+    except Exception:
+        return "?"
 
 
 if __name__ == "__main__":

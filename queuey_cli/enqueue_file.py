@@ -26,10 +26,9 @@ from types import FrameType
 from typing import Any
 
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from queuey_cli.common import backend, usage
-from queuey_cli.output import Exit, err, error
+from queuey_cli.output import Exit, console_of, err, error
 from queuey_core import (
     BackendError,
     EnqueueUnknownError,
@@ -179,12 +178,21 @@ def publish_all(
     pending = list(run.lines)
     stop = _Stop()
     rabbit: Any = None
+    # Imported here: loading the command line (for `queuey worker` too) skips Rich.
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     progress = Progress(
         TextColumn("enqueue"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=console_of(err),
         transient=True,
     )
     try:

@@ -16,6 +16,7 @@ through :func:`printable`, and onto a console only as :class:`rich.text.Text`
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -26,19 +27,47 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
-from rich.console import Console, ConsoleRenderable
-from rich.logging import RichHandler
-from rich.table import Table
-from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+
+class _LazyConsole:
+    """A Rich console made on first use: ``queuey worker`` logging JSON never loads Rich
+    (it is a tenth of the worker's start-up and several MB of its memory)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        console = self._console
+        if console is None:
+            from rich.console import Console  # noqa: PLC0415
+
+            console = self._console = Console(**self._options)
+        return getattr(console, name)
+
 
 #: Results (job ids, tables) go here, so they can be piped; piped tables are not
 #: squeezed into 80 columns.
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+out = cast("Console", _LazyConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 160))
 #: Errors, progress and logs go here.
-err = Console(stderr=True, soft_wrap=True)
+err = cast("Console", _LazyConsole(stderr=True, soft_wrap=True))
+
+
+def console_of(console: Console) -> Console:
+    """The real console behind :data:`out` or :data:`err`, made now if need be (for Rich
+    objects that take a console)."""
+    if isinstance(console, _LazyConsole):
+        console.file  # noqa: B018 - an attribute read makes the real console
+        return cast("Console", console._console)
+    return console
 
 
 class Exit(IntEnum):
@@ -81,6 +110,8 @@ def printable(text: object, *, newlines: bool = False) -> str:
 
 def literal(text: object, style: str = "") -> Text:
     """``text`` as Rich Text: shown as it is, never read as markup."""
+    from rich.text import Text  # noqa: PLC0415
+
     return Text(printable(text), style=style)
 
 
@@ -90,6 +121,8 @@ def table(*columns: str, title: str) -> Table:
 
     A command that lists records uses :func:`listing` instead, which is plain text when
     stdout is not a terminal."""
+    from rich.table import Table  # noqa: PLC0415
+
     t = Table(title=title)
     for column in columns:
         t.add_column(column, overflow="fold")
@@ -131,6 +164,9 @@ def _cell(value: object) -> str:
 
 def rows_table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[object]]) -> Table:
     """A Rich table of literal cells; a long cell folds rather than being cut."""
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
     t = Table(title=title)
     for c in columns:
         t.add_column(c.title, overflow="fold", no_wrap=c.no_wrap, min_width=c.min_width)
@@ -203,6 +239,8 @@ def say(message: object, *, to: Console | None = None) -> None:
 
 def error(message: object) -> None:
     """One clear line on stderr: ``error: <message>``, the message literal."""
+    from rich.text import Text  # noqa: PLC0415
+
     err.print(Text.assemble(("error:", "bold red"), " ", printable(message)), highlight=False)
 
 
@@ -259,15 +297,6 @@ class LineFormatter(logging.Formatter):
         return f"{message}: {describe(exc[1])}"
 
 
-class LiteralRichHandler(RichHandler):
-    """RichHandler that never reads a message as markup, whatever a record asks."""
-
-    def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
-        """See :class:`rich.logging.RichHandler`."""
-        text = Text(message)
-        return self.highlighter(text) if self.highlighter else text
-
-
 class JsonFormatter(logging.Formatter):
     """One JSON object a line, with a record's structured fields (job_id, queue, ...).
 
@@ -279,12 +308,21 @@ class JsonFormatter(logging.Formatter):
     def __init__(self, *, tracebacks: bool = False) -> None:
         super().__init__()
         self.tracebacks = tracebacks
+        # A worker logs every job: the second's text is made once a second, and one
+        # encoder serves every line (json.dumps with options builds one per call).
+        self._second = (-1, "")
+        self._encoder = json.JSONEncoder(default=str)
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        second = int(created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return f"{self._second[1]}.{int(msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         """See :class:`logging.Formatter`."""
         data: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -297,7 +335,7 @@ class JsonFormatter(logging.Formatter):
             data["error"] = describe(exc[1])
             if self.tracebacks:
                 data["traceback"] = self.formatException(exc)
-        return json.dumps(data, default=str)
+        return self._encoder.encode(data)
 
 
 def setup_logging(fmt: LogFormat, level: str) -> None:
@@ -307,16 +345,54 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     tracebacks = level.upper() == "DEBUG"
     handler: logging.Handler
     if fmt is LogFormat.RICH:
-        handler = LiteralRichHandler(
-            console=err, show_path=False, markup=False, rich_tracebacks=False
-        )
+        handler = _rich_handler()
         handler.setFormatter(LineFormatter(tracebacks=tracebacks))
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
+    # Neither format shows where a call was made from nor which process made it: do not
+    # look them up for every record (the logging docs' "Optimization"; a worker logs
+    # every job).
+    logging._srcfile = None
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # pika narrates every frame, and logs at ERROR what it then raises: queuey translates
     # those exceptions into one line of its own, so pika itself stays quiet.
     logging.getLogger("pika").setLevel(logging.CRITICAL)
+
+
+def _rich_handler() -> logging.Handler:
+    """A :class:`LiteralRichHandler` on :data:`err`."""
+    handler: logging.Handler = _literal_rich_handler()(
+        console=console_of(err), show_path=False, markup=False, rich_tracebacks=False
+    )
+    return handler
+
+
+@functools.cache
+def _literal_rich_handler() -> type:
+    """RichHandler that never reads a message as markup, whatever a record asks.
+
+    Defined on first use: Rich is loaded only for Rich logs.
+    """
+    from rich.console import ConsoleRenderable  # noqa: PLC0415
+    from rich.logging import RichHandler  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
+    class LiteralRichHandler(RichHandler):
+        def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
+            """See :class:`rich.logging.RichHandler`."""
+            text = Text(message)
+            return self.highlighter(text) if self.highlighter else text
+
+    return LiteralRichHandler
+
+
+def __getattr__(name: str) -> Any:
+    # ``LiteralRichHandler`` is importable from here as before, made when first asked.
+    if name == "LiteralRichHandler":
+        return _literal_rich_handler()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,15 +11,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.management import Unacked, unacked
 from queuey_cli.output import Column, listing, print_json
 from queuey_core.backends.base import Inspectable, Inspection
 from queuey_core.settings import Settings, duration
+
+if TYPE_CHECKING:
+    from queuey_cli.management import Unacked
 
 #: Shown in the ready column of a queue the broker does not have yet.
 NOT_DECLARED = "not declared yet"
@@ -49,6 +51,9 @@ class Sample:
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
     inspection = broker.inspect(names)
+    # Imported here: the management-API client is for this command alone, not the worker.
+    from queuey_cli.management import unacked  # noqa: PLC0415
+
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,

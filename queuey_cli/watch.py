@@ -23,6 +23,7 @@ from rich.text import Text
 from queuey_cli.output import (
     NONE,
     Column,
+    console_of,
     err,
     is_terminal,
     out,
@@ -114,7 +115,7 @@ def _sample(view: _View, take: Callable[[], Sample]) -> Sample | None:
 
 
 def _live(view: _View, take: Callable[[], Sample]) -> None:
-    with Live(view.table(), console=out, auto_refresh=False) as live:
+    with Live(view.table(), console=console_of(out), auto_refresh=False) as live:
         while True:
             _sample(view, take)
             live.update(view.table(), refresh=True)

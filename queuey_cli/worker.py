@@ -14,7 +14,6 @@ import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
-from queuey_cli.scheduler import run_beside, schedules_beside
 from queuey_cli.supervised import SupervisorLink, attach, child_command
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
@@ -112,7 +111,12 @@ def worker(
                 f"(configured: {', '.join(queue_set)})"
             )
     found = st.handlers(queue_set)
-    schedules = schedules_beside(st, settings, found) if with_scheduler else []
+    schedules = []
+    if with_scheduler:
+        # Imported here: a worker without schedules loads neither them nor croniter.
+        from queuey_cli.scheduler import run_beside, schedules_beside  # noqa: PLC0415
+
+        schedules = schedules_beside(st, settings, found)
     link = None
     if supervised_fd is not None:
         link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from queuey_cli import output
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit, add_row, err, error, out, print_json, printable, say, table
 from queuey_core.control import (
@@ -157,7 +158,7 @@ def _window(text: str) -> float:
 
 def _show(found: list[WorkerStatus]) -> None:
     """A table on a terminal; piped, a header and one tab-separated line a worker."""
-    if out.is_terminal:
+    if output.is_terminal():  # as every listing decides (output.listing)
         t = table(*HEADINGS, title="workers")
         for s in found:
             add_row(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from queuey_core.backends.base import (
     Backend,
     ConsumerEnded,
@@ -38,10 +41,27 @@ from queuey_core.jobs import Job
 from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
-from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
+if TYPE_CHECKING:
+    from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
+
 __version__ = "0.1.0"
+
+#: Imported on first use: a worker without schedules never loads them (nor croniter).
+_LAZY = dict.fromkeys(
+    ("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'queuey_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Backend",

@@ -70,6 +70,10 @@ class _Entry:
                 self.on_cancel()
 
 
+#: How long the timer thread sleeps with no timer at all before it looks again.
+_IDLE_LOOK = 1.0
+
+
 class SystemClock:
     """Real time. Timers run on one daemon thread, started on first use."""
 
@@ -79,6 +83,9 @@ class SystemClock:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._cancelled = 0
+        # When the timer thread wakes next, on its own: a timer due later needs no
+        # wake-up (every job's timeout would otherwise cost a thread switch).
+        self._wake_at = 0.0
 
     def _cancelled_one(self) -> None:
         # Cancelled entries wait in the heap for their due time; when they are most of
@@ -119,7 +126,7 @@ class SystemClock:
                     target=self._loop, name="queuey-timers", daemon=True
                 )
                 self._thread.start()
-            if self._heap[0] is entry:
+            if entry.due < self._wake_at:
                 self._cond.notify()
         return entry
 
@@ -130,13 +137,14 @@ class SystemClock:
                     while self._heap and self._heap[0].cancelled:
                         heapq.heappop(self._heap)
                         self._cancelled = max(0, self._cancelled - 1)
-                    if not self._heap:
-                        self._cond.wait()
-                        continue
-                    wait = self._heap[0].due - time.monotonic()
-                    if wait <= 0:
+                    now = time.monotonic()
+                    if self._heap and self._heap[0].due <= now:
                         entry = heapq.heappop(self._heap)
+                        self._wake_at = 0.0  # it looks at the heap again before it sleeps
                         break
+                    # Idle, look again within a second rather than only when woken.
+                    wait = self._heap[0].due - now if self._heap else _IDLE_LOOK
+                    self._wake_at = now + wait
                     self._cond.wait(wait)
             callback = entry.callback
             if callback is not None and not entry.cancelled:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError
 from queuey_core.queues import QueueConfig
 
@@ -286,3 +286,15 @@ def message_handle(message_id: object) -> str | None:
     ):
         return message_id
     return None
+
+
+@runtime_checkable
+class PublishesEncoded(Protocol):
+    """A backend that takes first attempts already encoded (``enqueue_many``'s hot path).
+
+    Optional: ``Producer.enqueue_many`` uses it when the backend has it, and hands
+    :meth:`Backend.publish_many` envelopes otherwise.
+    """
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """Like :meth:`Backend.publish_many`, for envelopes already encoded."""

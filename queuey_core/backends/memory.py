@@ -39,7 +39,7 @@ from queuey_core.backends.base import (
 )
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,
     ConfigError,
@@ -126,6 +126,12 @@ class MemoryBackend:
             targets = [(self._queue(env.queue), env, delay) for env, delay in items]
             for queue, env, delay in targets:
                 self._hold_or_ready(queue, env, delay, deferral=False)
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """See :class:`PublishesEncoded`: each body is decoded back, as a consumer would,
+        and published with :meth:`publish_many` (every unit test of ``enqueue_many``
+        checks the encoding on the way)."""
+        self.publish_many([(encoded.envelope(), delay) for encoded, delay in items])
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""

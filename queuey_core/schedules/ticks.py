@@ -14,10 +14,19 @@ import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+if TYPE_CHECKING:
+    from croniter import croniter
+
+
+def _croniter() -> type[croniter]:
+    """croniter, imported with the first cron schedule (a plain worker never needs it)."""
+    from croniter import croniter  # noqa: PLC0415
+
+    return croniter
+
 
 #: The namespace of the job ids of scheduled firings (uuid5 of ``name@tick_ms``).
 FIRING_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "queuey:schedules")
@@ -90,7 +99,7 @@ class Cron:
             raise ValueError(
                 f"cron {self.expression!r} must have five fields (minute hour day month weekday)"
             )
-        if not croniter.is_valid(self.expression):
+        if not _croniter().is_valid(self.expression):
             raise ValueError(f"cron {self.expression!r} is not a valid cron expression")
         object.__setattr__(self, "_zone", zone(self.timezone))
 
@@ -104,18 +113,18 @@ class Cron:
 
     def next_after(self, ms: int) -> int:
         """See :meth:`Trigger.next_after`."""
-        found: datetime = croniter(self.expression, self._at(ms)).get_next(datetime)
+        found: datetime = _croniter()(self.expression, self._at(ms)).get_next(datetime)
         return _ms(found)
 
     def latest_at_or_before(self, ms: int) -> int | None:
         """See :meth:`Trigger.latest_at_or_before`."""
         # get_prev is strictly before its start: start one millisecond later.
-        found: datetime = croniter(self.expression, self._at(ms + 1)).get_prev(datetime)
+        found: datetime = _croniter()(self.expression, self._at(ms + 1)).get_prev(datetime)
         return _ms(found)
 
     def previous(self, ms: int, count: int) -> list[int]:
         """Up to ``count`` ticks strictly before ``ms``, latest first."""
-        it = croniter(self.expression, self._at(ms))
+        it = _croniter()(self.expression, self._at(ms))
         return [_ms(it.get_prev(datetime)) for _ in range(count)]
 
     def describe(self) -> str:

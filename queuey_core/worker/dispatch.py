@@ -30,11 +30,14 @@ Owns: choosing the settle for each outcome. Must never: raise out of
 :meth:`Dispatcher.dispatch`, or leave a delivery unsettled because of what it holds or
 of a bug on the way (a last-resort dead letter, "worker error ..."). A settle the broker
 did not take is logged and counted in the :class:`WorkerHandle`: the broker still owns
-that message and will redeliver it.
+that message and will redeliver it. A success on a delivery that can ack without waiting
+(``ack_soon``, RabbitMQ's) hands the ack to the backend and goes on; an ack that cannot
+be sent is counted when the backend finds out.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -249,6 +252,8 @@ class Dispatcher:
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
             self._hooks.succeeded(delivery)
+            if isinstance(delivery, _Tracked) and delivery.can_ack_soon:
+                return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
             return delivery.ack, ()
         if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))
@@ -285,6 +290,15 @@ class Dispatcher:
         self._hooks.failed(delivery, outcome.error, decision.delay)
         return delivery.retry, (env.next_attempt(), decision.delay)
 
+    def _ack_failed(self, fields: dict[str, Any]) -> Callable[[BaseException], None]:
+        """What counts and logs an ack sent without waiting, if it could not be sent."""
+
+        def failed(error: BaseException) -> None:
+            self._handle._count_settle_failure()
+            logger.error("failed to settle delivery (ack): %s", describe(error), extra=fields)
+
+        return failed
+
     def _settle(
         self, operation: Callable[..., None], args: tuple[Any, ...], fields: dict[str, Any]
     ) -> None:
@@ -309,6 +323,16 @@ class _Tracked:
     def __init__(self, inner: Delivery) -> None:
         self.inner = inner
         self.attempted = False
+
+    @property
+    def can_ack_soon(self) -> bool:
+        """Whether the delivery acks without waiting (``ack_soon``, on RabbitMQ)."""
+        return hasattr(self.inner, "ack_soon")
+
+    def ack_soon(self, failed: Callable[[BaseException], None]) -> None:
+        """Ack without waiting; ``failed`` counts it if it cannot be sent after all."""
+        self.attempted = True
+        self.inner.ack_soon(failed)  # type: ignore[attr-defined]
 
     @property
     def envelope(self) -> Envelope:

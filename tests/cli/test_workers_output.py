@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from queuey_cli import workers as workers_cli
 from queuey_cli.main import app
-from queuey_cli.output import out
 from queuey_core import MemoryBackend, QueueConfig, QueueSet, Worker
 from queuey_core.control import VERSION, Command, ControlReply, worker_statuses
 from tests.support import start, wait_for
@@ -103,7 +102,7 @@ def test_piped_it_prints_a_header_and_a_tab_separated_line_a_worker(
 def test_on_a_terminal_it_prints_a_table_with_hostile_text_shown_literally(
     offline: Path, fleet: MemoryBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(out, "_force_terminal", True)
+    monkeypatch.setattr("queuey_cli.output.is_terminal", lambda: True)
     code, printed, _ = run("--config", str(offline), "workers")
     assert code == 0
     assert "┃ worker" in printed

@@ -98,7 +98,12 @@ class Books:
             text = path.read_text()
         except FileNotFoundError:
             text = ""
-        for line in text.splitlines():
+        lines = text.splitlines()
+        if lines and not text.endswith("\n"):
+            # A line still being written (a write that spans two pages can be seen half
+            # done): the next read sees it whole.
+            lines.pop()
+        for line in lines:
             event, job_id, pid, _attempt, at = line.split()
             if event == "start":
                 started[job_id] += 1

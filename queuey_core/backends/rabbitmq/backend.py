@@ -50,7 +50,7 @@ from queuey_core.backends.rabbitmq.publisher import (
     check_encodable,
     properties,
 )
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,
     ConfigError,
@@ -188,7 +188,13 @@ class RabbitMQBackend:
         pub = Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
         self._send([pub])
 
-    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """See :class:`PublishesEncoded`: :meth:`publish_many` of bodies already encoded."""
+        self.publish_many(items)
+
+    def publish_many(
+        self, items: Sequence[tuple[Envelope | EncodedEnvelope, float | None]]
+    ) -> None:
         """See :meth:`Backend.publish_many`: one batch, a window of confirms, one deadline.
 
         Raises what :meth:`publish` raises, listing which jobs were confirmed, which

@@ -2,12 +2,14 @@
 
 Owns: opening a channel per queue with its prefetch, registering the consumer,
 decoding each delivery into an envelope and pushing it to the worker's sink,
-re-subscribing after a recovery, and ending a subscription (the broker cancelled it, its
-queue is gone, recovery gave up) with one :class:`ConsumerEnded`. A body that is not an
-envelope (:class:`~queuey_core.envelope.Envelope` refuses it, naming the field) is
-handed to the link's dead-letterer thread, which moves it to the dead-letter queue with
-the reason (the poison path of :mod:`.delivery`): that publish waits for a confirm, so
-it must not run on the link's thread.
+re-subscribing after a recovery, sending the acks job threads ask for (a batch of them
+coalesced into one ``multiple`` ack where :mod:`.acks` says it is safe), and ending a
+subscription (the broker cancelled it, its queue is gone, recovery gave up) with one
+:class:`ConsumerEnded`. A body that is not an envelope
+(:class:`~queuey_core.envelope.Envelope` refuses it, naming the field) is handed to the
+link's dead-letterer thread, which moves it to the dead-letter queue with the reason
+(the poison path of :mod:`.delivery`): that publish waits for a confirm, so it must not
+run on the link's thread.
 Must never: block the link's thread (the sink only enqueues), let an exception out of a
 pika callback (it would end the link's thread), or let a delivery of a closed channel
 look current: after a channel or connection is lost, its deliveries' settles are refused.
@@ -19,6 +21,7 @@ import contextlib
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pika.exceptions
@@ -26,8 +29,9 @@ from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.base import ConsumerEnded, Sink, message_handle, printable
-from queuey_core.backends.rabbitmq.delivery import RabbitDelivery, Undecodable
-from queuey_core.backends.rabbitmq.link import Link
+from queuey_core.backends.rabbitmq.acks import Unsettled
+from queuey_core.backends.rabbitmq.delivery import STALE, RabbitDelivery, Undecodable
+from queuey_core.backends.rabbitmq.link import Link, Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
@@ -50,6 +54,44 @@ class ConsumerLink(Link):
     def connection(self) -> Any:
         return self._conn
 
+    def ack(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        failed: Callable[[BackendError], None] | None = None,
+    ) -> Result[None]:
+        """Ack ``tag`` on ``channel`` soon (any thread); the result says once it is sent.
+
+        Acks handed over together are sent together at the end of the batch, coalesced
+        where :meth:`Unsettled.plan` allows; any other request in the batch sends the acks
+        before it first, so nothing is reordered across a nack, a reject or a close.
+        ``failed`` is called with the error if the ack cannot be sent (on the link's
+        thread, or on this one when the link takes nothing more).
+        """
+        pending = PendingAck(sub, channel, tag, failed)
+        if self.on_own_thread():
+            pending()  # waiting on ourselves would never end
+            return pending.result
+        try:
+            self.submit(pending)
+        except BackendError as exc:
+            pending.fail(exc)
+        return pending.result
+
+    def run_batch(self, batch: list[Any]) -> None:
+        acks: list[PendingAck] = []
+        for fn in batch:
+            if type(fn) is PendingAck:
+                acks.append(fn)
+                continue
+            if acks:
+                send_acks(acks)
+                acks = []
+            fn()
+        if acks:
+            send_acks(acks)
+
     def on_open(self, conn: Any) -> None:
         for sub in list(self.subscriptions):
             if sub.active:
@@ -68,6 +110,73 @@ class ConsumerLink(Link):
         self.dead_letterer.stop()
         for sub in list(self.subscriptions):
             sub.end(ConsumerStoppedError(sub.queue, "the backend was closed"))
+
+
+class PendingAck:
+    """An ack a job thread asked for, waiting for the end of the link's batch."""
+
+    __slots__ = ("channel", "failed", "result", "sub", "tag")
+
+    def __init__(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        failed: Callable[[BackendError], None] | None = None,
+    ) -> None:
+        self.sub = sub
+        self.channel = channel
+        self.tag = tag
+        self.failed = failed
+        self.result: Result[None] = Result()
+
+    def fail(self, error: BackendError) -> None:
+        """The ack could not be sent: tell whoever waits, or whoever asked to be told."""
+        self.result.fail(error)
+        if self.failed is not None:
+            try:
+                self.failed(error)
+            except Exception:  # must not end the link's thread
+                logger.exception("an ack failure callback failed")
+
+    def __call__(self) -> None:  # run on its own (the link's own thread asked)
+        send_acks([self])
+
+
+def send_acks(acks: list[PendingAck]) -> None:
+    """Send ``acks`` (the link's thread): per channel, one multiple ack for the run at
+    the front of its unsettled tags and single acks for the rest; settle each result."""
+    by_sub: dict[RabbitSubscription, list[PendingAck]] = {}
+    for pending in acks:
+        by_sub.setdefault(pending.sub, []).append(pending)
+    for sub, mine in by_sub.items():
+        current = [p for p in mine if sub.is_current(p.channel) and p.channel.is_open]
+        if len(current) < len(mine):
+            gone = BackendError(STALE)
+            for p in mine:
+                if not (sub.is_current(p.channel) and p.channel.is_open):
+                    p.fail(gone)
+        if not current:
+            continue
+        ch = current[0].channel
+        plan = sub.unsettled.plan(p.tag for p in current)
+        sent: set[int] = set()
+        try:
+            if plan.multiple is not None:
+                ch.basic_ack(plan.multiple, multiple=True)
+                alone = set(plan.singles)
+                sent.update(p.tag for p in current if p.tag not in alone)
+            for tag in plan.singles:
+                ch.basic_ack(tag)
+                sent.add(tag)
+        except Exception as exc:
+            # The channel is going away mid-batch: what was not sent is redelivered.
+            error = BackendError(f"{STALE} ({type(exc).__name__})")
+            for p in current:
+                if p.tag not in sent:
+                    p.fail(error)
+        for p in current:
+            p.result.set(None)  # no-op for those that failed
 
 
 class DeadLetterer:
@@ -121,6 +230,8 @@ class RabbitSubscription:
         self.config = config
         self.sink = sink
         self.channel: Channel | None = None
+        #: The current channel's unsettled delivery tags (the link's thread only).
+        self.unsettled = Unsettled()
         self.consumer_tag: str | None = None
         self.active = True
         self.started = threading.Event()
@@ -142,6 +253,7 @@ class RabbitSubscription:
             ch.close()
             return
         self.channel = ch
+        self.unsettled = Unsettled()  # tags start again at 1 on a new channel
         ch.add_on_close_callback(self._channel_closed)
         ch.add_on_cancel_callback(self._cancelled_by_broker)
         ch.basic_qos(prefetch_count=self.config.prefetch, callback=lambda _f: self._start(ch))
@@ -162,6 +274,7 @@ class RabbitSubscription:
         if not self.is_current(ch):
             return
         tag = method.delivery_tag
+        self.unsettled.delivered(tag)
         try:
             message_id = message_handle(props.message_id)
             try:
@@ -192,6 +305,7 @@ class RabbitSubscription:
             )
             with contextlib.suppress(Exception):
                 ch.basic_reject(tag, requeue=False)
+                self.unsettled.settled(tag)
 
     def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
         if ch is not self.channel:

@@ -1,15 +1,15 @@
 """Deliveries and their settles: ack, retry, defer, dead letter, and the poison path.
 
 Owns: settling a delivery exactly once, on the channel that delivered it, from a job
-thread (through the consumer link's thread). A replacement (retry, deferral, dead
-letter) goes to the delivery's own queue (never the one its envelope names) and is
-confirmed by the broker before the original is acked. When a replacement cannot be
-built or published, whatever the reason, the original still leaves the queue by the
-*poison path*, which does not depend on what the message holds: its body, unchanged, is
-published to ``<queue>.dlq`` with plain-ASCII headers saying why, then acked; if even
-that fails, it is rejected without requeueing, and the queue's own dead-letter settings
-move it (:func:`topology.queue_arguments`). A message that is not an envelope at all
-(:class:`Undecodable`) takes the same path.
+thread (through the consumer link's thread, which may coalesce acks: :mod:`.acks`). A
+replacement (retry, deferral, dead letter) goes to the delivery's own queue (never the
+one its envelope names) and is confirmed by the broker before the original is acked.
+When a replacement cannot be built or published, whatever the reason, the original
+still leaves the queue by the *poison path*, which does not depend on what the message
+holds: its body, unchanged, is published to ``<queue>.dlq`` with plain-ASCII headers
+saying why, then acked; if even that fails, it is rejected without requeueing, and the
+queue's own dead-letter settings move it (:func:`topology.queue_arguments`). A message
+that is not an envelope at all (:class:`Undecodable`) takes the same path.
 A replacement the broker could not take because of its own state (unreachable, blocking
 publishers, no confirm in time, closing) is no fault of the message: the original goes
 back to its queue (the publish already waited out its timeout, so this is no hot loop,
@@ -39,6 +39,12 @@ from queuey_core.errors import (
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
+
+#: Why a settle for a delivery of a closed channel is refused.
+STALE = (
+    "the delivery's channel is gone (connection lost or consumer closed); "
+    "RabbitMQ will redeliver the message"
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,17 +79,23 @@ class _Message:
             raise BackendError("delivery was already settled")
         self._settled = True
 
-    def _on_channel(self, op: Callable[[Channel], None]) -> None:
+    def _on_channel(self, op: Callable[[Channel], None], *, settles: bool = False) -> None:
+        """Run ``op`` on the delivering channel, on the link's thread; BackendError if
+        that channel is gone. ``settles``: ``op`` nacks or rejects this delivery."""
+
         def run() -> None:
             ch = self._channel
             if not self._sub.is_current(ch) or not ch.is_open:
-                raise BackendError(
-                    "the delivery's channel is gone (connection lost or consumer closed); "
-                    "RabbitMQ will redeliver the message"
-                )
+                raise BackendError(STALE)
             op(ch)
+            if settles:
+                self._sub.unsettled.settled(self._tag)
 
         self._sub.backend.wait(self._sub.link.call(run), "settle")
+
+    def _ack(self) -> None:
+        """Ack on the delivering channel; the link may coalesce it with others."""
+        self._sub.backend.wait(self._sub.link.ack(self._sub, self._channel, self._tag), "settle")
 
     def _poison(self, reason: str, error: str) -> None:
         """Move the message to its dead-letter queue by a path that cannot fail on content.
@@ -100,7 +112,7 @@ class _Message:
             # Even the raw copy failed: reject, and the queue's dead-letter settings move
             # it (with RabbitMQ's x-death header, without our reason).
             try:
-                self._on_channel(lambda ch: ch.basic_reject(self._tag, requeue=False))
+                self._on_channel(lambda ch: ch.basic_reject(self._tag, requeue=False), settles=True)
             except BackendError:
                 logger.error(
                     "%s; could not dead-letter it (%s) nor reject it: RabbitMQ will redeliver it",
@@ -116,7 +128,7 @@ class _Message:
                 extra=fields,
             )
             return
-        self._on_channel(lambda ch: ch.basic_ack(self._tag))
+        self._ack()
         logger.error("%s; moved it to the dead-letter queue as it was", error, extra=fields)
 
 
@@ -174,7 +186,19 @@ class RabbitDelivery(_Message):
     def ack(self) -> None:
         """See :class:`Delivery`."""
         self._claim()
-        self._on_channel(lambda ch: ch.basic_ack(self._tag))
+        self._ack()
+
+    def ack_soon(self, failed: Callable[[BackendError], None]) -> None:
+        """Ack without waiting for the consumer link's thread to send it.
+
+        For a worker whose handler has returned: the job thread goes on to its next
+        delivery while the ack joins the link's next batch (coalesced with others, see
+        :meth:`ConsumerLink.ack`). A refused ack (its channel is gone) is no less
+        counted: ``failed`` gets the error, on the link's thread, and the broker
+        redelivers the message as it would after a refused :meth:`ack`.
+        """
+        self._claim()
+        self._sub.link.ack(self._sub, self._channel, self._tag, failed)
 
     def dead_letter(self, reason: str) -> None:
         """See :class:`Delivery`."""
@@ -216,7 +240,7 @@ class RabbitDelivery(_Message):
                 # the message, so it goes back to its queue rather than to the dead
                 # letters. It comes back only after the publish waited out its timeout,
                 # so this is no hot loop; the worker's redelivery guard bounds it.
-                self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True))
+                self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True), settles=True)
                 raise BackendError(
                     f"could not publish the {what} ({safe_describe(exc)}); the original "
                     "went back to its queue"
@@ -226,7 +250,7 @@ class RabbitDelivery(_Message):
             failure = f"could not publish the {what}: {safe_describe(exc)}"
             self._poison(f"{reason}; {failure}" if reason else failure, failure)
             return
-        self._on_channel(lambda ch: ch.basic_ack(self._tag))
+        self._ack()
 
 
 #: Publish failures that say nothing about the message: the broker's state.

@@ -176,6 +176,10 @@ class Link:
             self.submit(run)
         return result
 
+    def on_own_thread(self) -> bool:
+        """Whether the caller is the link's own thread."""
+        return threading.current_thread() is self._thread
+
     def submit(self, fn: Callable[[], None]) -> None:
         """Schedule ``fn`` on the link's thread.
 
@@ -196,8 +200,7 @@ class Link:
         with self._lock:
             batch = list(self._requests)
             self._requests.clear()
-        for fn in batch:
-            fn()
+        self.run_batch(batch)
 
     def downtime(self) -> float:
         """Seconds this link has spent without an open connection since it was made."""
@@ -336,6 +339,11 @@ class Link:
             self._ioloop.stop()
 
     # -- hooks -------------------------------------------------------------------------
+
+    def run_batch(self, batch: list[Callable[[], None]]) -> None:
+        """Run the requests handed over since the last wake-up, in order."""
+        for fn in batch:
+            fn()
 
     def on_open(self, conn: Any) -> None:
         """The connection opened (first time or after a recovery)."""

@@ -26,7 +26,7 @@ from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.rabbitmq.errors import describe, root_cause
 from queuey_core.backends.rabbitmq.link import Link, Result, refused_access
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,
     EnqueueUnknownError,
@@ -292,7 +292,9 @@ class PublisherLink(Link):
         self.on_closing()
 
 
-def properties(envelope: Envelope, headers: dict[str, Any] | None = None) -> BasicProperties:
+def properties(
+    envelope: Envelope | EncodedEnvelope, headers: dict[str, Any] | None = None
+) -> BasicProperties:
     return BasicProperties(
         content_type="application/json",
         delivery_mode=2,  # persistent

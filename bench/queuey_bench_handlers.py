@@ -1,0 +1,88 @@
+"""The jobs the benchmark's ``queuey worker`` runs, and their handlers.
+
+Registered for the benchmark's worker processes only: bench/procs.py writes a
+``dist-info`` naming this module under the ``queuey.handlers`` entry point into a
+temporary folder on that process's PYTHONPATH, so no environment ever installs it.
+A handler reports to the harness by writing a line to the file descriptor in
+``QUEUEY_BENCH_FD`` (a pipe the harness reads): ``first`` for a job marked first, the
+enqueue-to-start wait in microseconds for a stamped job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import ClassVar
+
+from queuey_core import Job, JobContext, handler
+
+_FD = int(os.environ.get("QUEUEY_BENCH_FD", "-1"))
+
+
+def report(line: str) -> None:
+    """One line to the harness (one write below PIPE_BUF: atomic between threads)."""
+    if _FD >= 0:
+        os.write(_FD, line.encode() + b"\n")
+
+
+def spin(rounds: int) -> int:
+    """A fixed amount of pure-Python work (holds the GIL throughout)."""
+    total = 0
+    for i in range(rounds):
+        total = (total * 31 + i) % 1_000_003
+    return total
+
+
+class Noop(Job):
+    NAME: ClassVar[str] = "bench.noop"
+    QUEUE: ClassVar[str] = "bench"
+    mark: bool = False
+
+
+class Wait(Job):
+    NAME: ClassVar[str] = "bench.wait"
+    QUEUE: ClassVar[str] = "bench_io"
+    seconds: float = 0.02
+    mark: bool = False
+
+
+class Stamped(Job):
+    NAME: ClassVar[str] = "bench.stamped"
+    QUEUE: ClassVar[str] = "bench"
+    sent: float  # time.time() at enqueue
+
+
+class Cpu(Job):
+    NAME: ClassVar[str] = "bench.cpu"
+    QUEUE: ClassVar[str] = "bench"
+    rounds: int
+    mark: bool = False
+
+
+@handler
+def noop(job: Noop, ctx: JobContext) -> None:
+    """Nothing (tells the harness when it is the first job)."""
+    if job.mark:
+        report("first")
+
+
+@handler
+def wait(job: Wait, ctx: JobContext) -> None:
+    """Wait without using the CPU, as a handler waiting on I/O does."""
+    if job.mark:
+        report("first")
+    ctx.wait(job.seconds)
+
+
+@handler
+def stamped(job: Stamped, ctx: JobContext) -> None:
+    """Report how long the job waited between its enqueue and its start."""
+    report(str(round((time.time() - job.sent) * 1e6)))
+
+
+@handler
+def cpu(job: Cpu, ctx: JobContext) -> None:
+    """Pure-Python work: what more processes are for."""
+    if job.mark:
+        report("first")
+    spin(job.rounds)

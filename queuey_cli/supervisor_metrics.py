@@ -35,7 +35,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from queuey_core.errors import ConfigError
+from queuey_core.observability.server import serve_http
 
 if TYPE_CHECKING:
     from queuey_cli.supervisor import Supervisor
@@ -192,19 +192,7 @@ class FleetServer:
         Raises:
             ConfigError: the port cannot be listened on.
         """
-        try:
-            server = ThreadingHTTPServer((self._host, self._requested), _handler(self))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot serve metrics on {self._host}:{self._requested}: {exc.strerror or exc}"
-            ) from None
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="queuey-metrics"
-        )
-        self._thread.daemon = True
-        self._thread.start()
+        self._server, self._thread = serve_http(self._host, self._requested, _handler(self))
         url = f"http://{self._host}:{self.port}"
         logger.info(
             "serving /metrics, /healthz and /readyz of every worker process on %s",

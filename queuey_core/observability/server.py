@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -47,6 +47,27 @@ class Observed(Protocol):
     @property
     def status(self) -> HealthChecks:
         """The health checks."""
+
+
+def serve_http(
+    host: str, port: int, handler: type[BaseHTTPRequestHandler]
+) -> tuple[ThreadingHTTPServer, threading.Thread]:
+    """Listen on ``host:port`` and serve ``handler`` on a daemon thread of its own.
+
+    Raises:
+        ConfigError: the port cannot be listened on (in use, or not allowed).
+    """
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    server.daemon_threads = True
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="queuey-metrics"
+    )
+    thread.daemon = True
+    thread.start()
+    return server, thread
 
 
 class MetricsServer:
@@ -85,19 +106,9 @@ class MetricsServer:
         Raises:
             ConfigError: the port cannot be listened on (in use, or not allowed).
         """
-        try:
-            server = ThreadingHTTPServer((self._host, self._requested), _handler(self._metrics))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot serve metrics on {self._host}:{self._requested}: {exc.strerror or exc}"
-            ) from None
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.25}, name="queuey-metrics"
+        self._server, self._thread = serve_http(
+            self._host, self._requested, _handler(self._metrics)
         )
-        self._thread.daemon = True
-        self._thread.start()
         logger.info(
             "serving /metrics, /healthz and /readyz on %s",
             self.url,

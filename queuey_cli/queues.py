@@ -27,7 +27,7 @@ def queues(ctx: typer.Context) -> None:
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,
-        settings.broker.url.get_secret_value(),
+        settings.broker.urls(),
         names,
     )
     t = table("queue", "ready", "unacked", "consumers", "dead letters", title="queues")

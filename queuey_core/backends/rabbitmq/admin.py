@@ -1,6 +1,7 @@
 """The admin connection: topology and dead-letter tools, one caller at a time.
 
-Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder,
+Owns: a ``BlockingConnection`` behind a lock (to the first node of a cluster that
+answers, see :mod:`.nodes`) for declaring queues and the delay ladder,
 counting, and listing, requeueing, deleting and purging dead letters; reading a dead
 letter back (:func:`dead_letter_of`), whatever its body and headers hold.
 Must never: lose or reorder a dead letter while listing it (everything taken is given
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pika
@@ -31,6 +32,7 @@ from queuey_core.backends.base import (
 )
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
+from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, DecodeError
 
@@ -40,15 +42,16 @@ T = TypeVar("T")
 class Admin:
     """A BlockingConnection for topology and dead-letter work, one caller at a time."""
 
-    def __init__(self, params: pika.ConnectionParameters, where: str) -> None:
-        self._params = params
-        self._where = where
+    def __init__(self, nodes: Picker) -> None:
+        self._nodes = nodes
+        self._where = nodes.where
         self._lock = threading.Lock()
         self._conn: pika.BlockingConnection | None = None
         self.server_version = ""
 
     def run(self, work: Callable[[BlockingChannel], T]) -> T:
-        """Run ``work`` on a fresh channel, reconnecting once if the connection went stale."""
+        """Run ``work`` on a fresh channel, reconnecting once if the connection went stale
+        (to the next node that answers: the one it was on may be gone)."""
         with self._lock:
             for attempt in (1, 2):
                 conn = self._connection()
@@ -66,16 +69,34 @@ class Admin:
                     pika.exceptions.ConnectionWrongStateError,
                 ) as exc:
                     self._drop()
+                    self._nodes.failed()
                     if attempt == 2:
                         raise BackendError(
                             f"lost the connection to RabbitMQ at {self._where}: {describe(exc)}"
                         ) from exc
             raise AssertionError("unreachable")
 
+    def existing(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` exist (a passive declare each, on a channel of its own)."""
+        found: set[str] = set()
+        for name in queues:
+
+            def probe(ch: BlockingChannel, name: str = name) -> None:
+                ch.queue_declare(name, passive=True)
+
+            try:
+                self.run(probe)
+            except BackendError as exc:
+                if not isinstance(exc.__cause__, pika.exceptions.ChannelClosedByBroker):
+                    raise
+                continue
+            found.add(name)
+        return found
+
     def _connection(self) -> pika.BlockingConnection:
         if self._conn is None or not self._conn.is_open:
             try:
-                self._conn = pika.BlockingConnection(self._params)
+                self._conn = self._nodes.blocking_connection()
             except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
                 raise connect_error(exc, self._where) from exc
             version = self._conn._impl.server_properties.get("version", b"")

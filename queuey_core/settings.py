@@ -104,6 +104,9 @@ Timeout = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_tim
 Delay = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_delay)]
 
 
+_BROKER_SCHEMES = ("amqp", "amqps")
+
+
 def _url_list(value: object) -> object:
     # A TOML array of URLs (a cluster's nodes) is kept as the environment variable's
     # form, one string with the URLs separated by commas: one secret, one type.
@@ -115,12 +118,14 @@ def _url_list(value: object) -> object:
         for n, url in enumerate(value, 1):
             if not url.strip():
                 raise ValueError(f"URL {n} of {len(value)} is empty")
-        return ",".join(v.strip() for v in value)
+        urls = [v.strip() for v in value]
+        check_urls(urls, _BROKER_SCHEMES)  # each on its own, before joining them
+        return ",".join(urls)
     return value
 
 
 def _broker_url(value: SecretStr) -> SecretStr:
-    check_urls(split_urls(value.get_secret_value()), ("amqp", "amqps"))
+    check_urls(split_urls(value.get_secret_value()), _BROKER_SCHEMES)
     return value
 
 

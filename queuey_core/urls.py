@@ -143,8 +143,10 @@ def check_urls(urls: Sequence[str], schemes: Sequence[str]) -> None:
             raise ValueError(f"URL {n} of {len(urls)} is empty (a stray comma?)")
         try:
             check_url(url, schemes)
+            _no_comma_after_user(url)
         except ValueError as exc:
-            raise ValueError(f"URL {n} of {len(urls)}: {exc}") from None
+            where = f"URL {n} of {len(urls)}: " if len(urls) > 1 else ""
+            raise ValueError(f"{where}{exc}") from None
     if len(urls) == 1:
         return
     parts = [_split(url) for url in urls]
@@ -164,6 +166,17 @@ def check_urls(urls: Sequence[str], schemes: Sequence[str]) -> None:
             )
         if url in urls[: n - 1]:
             raise ValueError(f"URL {n} of {len(urls)} repeats an earlier one")
+
+
+def _no_comma_after_user(url: str) -> None:
+    # Commas separate the URLs of a list: one after the user info is a list written
+    # wrong (a missing scheme://), or a host or virtual host that needs encoding.
+    parts = _split(url)
+    if parts is not None and "," in parts.rest:
+        raise ValueError(
+            "holds a ',' after its user info: start every URL of a list with its "
+            "scheme:// (and write a comma in a virtual host as %2C)"
+        )
 
 
 def _path(rest: str) -> str:

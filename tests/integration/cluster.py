@@ -1,0 +1,119 @@
+"""A three-node RabbitMQ cluster on this machine, for the tests that stop a node under load.
+
+Three :class:`~tests.integration.nodes.Node` objects (``qc1``, ``qc2``, ``qc3`` on AMQP
+5711-5713, distribution 25711-25713), each with its own config and data folder under a
+temp dir, started side by side and joined to ``qc1`` with ``rabbitmqctl join_cluster``
+(they share the ``rabbitmq`` user's Erlang cookie). :meth:`Cluster.start` is all or
+nothing: a node that fails to start or join stops the others; :meth:`Cluster.stop`
+stops every node and removes every folder, whatever state they are in.
+
+Which node a client is on is read from ``rabbitmqctl list_connections``: queuey names
+each connection ``queuey <role> host=<host> pid=<pid> v=<version>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+
+from tests.integration.nodes import Node, NodeError, port_open
+
+#: (short name, AMQP port, distribution port) of each node: this task's own.
+NODES = (("qc1", 5711, 25711), ("qc2", 5712, 25712), ("qc3", 5713, 25713))
+
+
+class Cluster:
+    """Three RabbitMQ nodes joined in one cluster."""
+
+    def __init__(self) -> None:
+        self.nodes = [Node(name, amqp_port=amqp, dist_port=dist) for name, amqp, dist in NODES]
+
+    @property
+    def seed(self) -> Node:
+        """The node the others joined."""
+        return self.nodes[0]
+
+    def urls(self, vhost: str = "%2F") -> list[str]:
+        """One AMQP URL per node."""
+        return [n.url(vhost) for n in self.nodes]
+
+    def start(self) -> float:
+        """Start the three nodes at once, join the second and third to the first, and wait
+        until each serves AMQP. Returns how long it took.
+
+        Raises:
+            NodeError: a node did not start or join (every node is stopped again).
+        """
+        began = time.monotonic()
+        try:
+            _in_parallel([lambda n=n: n.start() for n in self.nodes])  # type: ignore[misc]
+            for node in self.nodes[1:]:
+                node.ctl("stop_app")
+                node.ctl("join_cluster", self.seed.name, timeout=90)
+                node.start_app()
+            members = self.running_members()
+            if sorted(members) != sorted(n.name for n in self.nodes):
+                raise NodeError(f"the cluster has {members}, not the three nodes")
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - began
+
+    def stop(self) -> None:
+        """Stop every node (the seed last) and remove their folders; never raises NodeError."""
+        for node in reversed(self.nodes):
+            with contextlib.suppress(NodeError):
+                node.stop()
+            node.remove()
+
+    def running_members(self) -> list[str]:
+        """The running nodes of the cluster, as a serving member sees them."""
+        serving = next((n for n in self.nodes if n.is_serving()), None)
+        if serving is None:
+            return []
+        out = serving.ctl("eval", "rabbit_nodes:all_running().")
+        return [part.strip(" []'\n") for part in out.split(",") if "@" in part]
+
+    def node_of(self, pid: int, role: str) -> Node | None:
+        """The node on which process ``pid`` has its ``role`` connection open, if any."""
+        mark = f"queuey {role} "
+        for node in self.nodes:
+            if not port_open(node.amqp_port):
+                continue
+            try:
+                names = node.ctl("list_connections", "name", "--no-table-headers", "-q")
+            except NodeError:
+                continue
+            if any(line.startswith(mark) and f" pid={pid} " in line for line in names.splitlines()):
+                return node
+        return None
+
+    def revive(self) -> None:
+        """Start again every node that is down; returns once all three serve."""
+        for node in self.nodes:
+            if not port_open(node.amqp_port):
+                if node.is_running():
+                    node.start_app()
+                else:
+                    node.restart()
+
+
+def _in_parallel(calls: list[Callable[[], object]]) -> None:
+    """Run ``calls`` on threads; re-raise the first error once all have ended."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -7,13 +7,14 @@ temp dir, started side by side and joined to ``qc1`` with ``rabbitmqctl join_clu
 nothing: a node that fails to start or join stops the others; :meth:`Cluster.stop`
 stops every node and removes every folder, whatever state they are in.
 
-Which node a client is on is read from ``rabbitmqctl list_connections``: queuey names
-each connection ``queuey <role> host=<host> pid=<pid> v=<version>``.
+Which node a client is on is read from ``rabbitmqctl list_connections client_properties``:
+queuey names each connection ``queuey <role> host=<host> pid=<pid> v=<version>``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -78,16 +79,25 @@ class Cluster:
 
     def node_of(self, pid: int, role: str) -> Node | None:
         """The node on which process ``pid`` has its ``role`` connection open, if any."""
-        mark = f"queuey {role} "
-        for node in self.nodes:
-            if not port_open(node.amqp_port):
+        # Any member lists the whole cluster's connections. The name a client gives its
+        # connection is in its client properties ({"connection_name","queuey consumer
+        # ..."}); the "name" column ends with the node's own address (-> 127.0.0.1:5711).
+        mark = re.compile(rf'"connection_name","queuey {re.escape(role)} [^"]*\bpid={pid} ')
+        by_port = {n.amqp_port: n for n in self.nodes}
+        for member in self.nodes:
+            if not port_open(member.amqp_port):
                 continue
             try:
-                names = node.ctl("list_connections", "name", "--no-table-headers", "-q")
+                found = member.ctl(
+                    "list_connections", "name", "client_properties", "--no-table-headers"
+                )
             except NodeError:
                 continue
-            if any(line.startswith(mark) and f" pid={pid} " in line for line in names.splitlines()):
-                return node
+            for line in found.splitlines():
+                port = re.match(r"\S+ -> \S+:(\d+)\t", line)
+                if port and mark.search(line):
+                    return by_port.get(int(port.group(1)))
+            return None
         return None
 
     def revive(self) -> None:

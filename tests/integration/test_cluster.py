@@ -1,0 +1,319 @@
+"""queuey on a three-node RabbitMQ cluster: a node stopped under a worker and a producer.
+
+The cluster (``qc1``-``qc3`` on this machine, :mod:`tests.integration.cluster`) is
+started once for the module (about 20 s) and torn down at its end whatever happened.
+Locally the tests skip when ``rabbitmq-server`` is missing or the nodes cannot start;
+under CI (``CI=true``) they fail.
+
+Every client is given the three URLs and left alone: which node each is on is read from
+``rabbitmqctl list_connections`` (queuey names its connections with its pid), that node
+is stopped (``rabbitmqctl stop``), and the test checks that both went on through
+another node, that every job enqueued ran (the ledger of :mod:`tests.integration.ledger`
+is written before each ack), that nothing is left unacked or dead-lettered, and that
+duplicates stay within what was in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from queuey_core import (
+    DeadLetter,
+    Fatal,
+    Handler,
+    Job,
+    JobContext,
+    Producer,
+    QueueConfig,
+    QueueKind,
+    QueueSet,
+    Retryable,
+    RetryPolicy,
+    Worker,
+)
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.retry import Backoff, BackoffKind
+from queuey_core.settings import load_settings
+from tests.integration import ledger
+from tests.integration.cluster import Cluster
+from tests.integration.fleet import CONCURRENCY, PREFETCH, Feeder, WorkerProcess
+from tests.integration.ledger import Books
+from tests.integration.nodes import Node, NodeError
+from tests.support import start, wait_for
+
+pytestmark = pytest.mark.integration
+
+TOTAL = 3000
+BATCH = 50
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """The three nodes, joined; stopped and removed at the end of the module."""
+    if shutil.which("rabbitmq-server") is None:
+        _unavailable("rabbitmq-server is not installed: no cluster of our own")
+    c = Cluster()
+    try:
+        took = c.start()
+    except (NodeError, OSError) as exc:
+        _unavailable(f"cannot start a three-node RabbitMQ cluster: {exc}")
+    print(f"\ncluster {', '.join(n.name for n in c.nodes)} up in {took:.1f}s")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def serving(cluster: Cluster) -> Cluster:
+    """The cluster with its three nodes serving (a test before may have stopped one)."""
+    cluster.revive()
+    return cluster
+
+
+def write_config(path: Path, urls: list[str]) -> Path:
+    """A worker's config: the three nodes, quorum queues only."""
+    listed = ", ".join(f'"{u}"' for u in urls)
+    path.write_text(
+        f"""
+[broker]
+url = [{listed}]
+heartbeat = 10
+connect_timeout = "10s"
+recovery_timeout = "90s"
+
+[worker]
+concurrency = {CONCURRENCY}
+job_timeout = "60s"
+shutdown_timeout = "30s"
+
+[queues.default]
+kind = "quorum"
+
+[queues."{ledger.QUORUM}"]
+prefetch = {PREFETCH}
+kind = "quorum"
+
+# The ledger plugin's other handler needs its queue configured; quorum too.
+[queues."{ledger.CLASSIC}"]
+kind = "quorum"
+"""
+    )
+    return path
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} (waited {timeout:g}s)"
+        time.sleep(0.1)
+
+
+def moved_off(cluster: Cluster, pid: int, role: str, gone: Node, timeout: float = 60.0) -> Node:
+    """The node process ``pid``'s ``role`` connection is on, once it is not ``gone``."""
+    found: list[Node] = []
+
+    def elsewhere() -> bool:
+        node = cluster.node_of(pid, role)
+        if node is not None and node is not gone:
+            found.append(node)
+            return True
+        return False
+
+    wait_until(elsewhere, f"the {role} of pid {pid} never reconnected to another node", timeout)
+    return found[-1]
+
+
+def test_a_worker_and_a_producer_lose_no_job_when_their_node_is_stopped(
+    serving: Cluster, tmp_path: Path, figures: list[str]
+) -> None:
+    cluster = serving
+    urls = cluster.urls()
+    config = write_config(tmp_path / "queuey.toml", urls)
+    queues = load_settings(config)[0].queue_set()
+    admin = RabbitMQBackend(urls, recovery_timeout=90)
+    declared = time.monotonic()
+    admin.declare([queues[name] for name in queues])
+    declare_took = time.monotonic() - declared
+    ledger_file = tmp_path / "ledger.txt"
+    worker = WorkerProcess(config, ledger_file, tmp_path, ledger.QUORUM)
+    feeder = Feeder(
+        ",".join(urls), queues, lambda _n: ledger.Quorum(ms=1), TOTAL, batch=BATCH, pause=0.5
+    )
+    stops: list[str] = []
+    try:
+        feeder.start()
+        wait_until(
+            lambda: alive(worker) and Books.read(ledger_file).finished() >= 300,
+            "the worker ran nothing",
+        )
+        faults = 0
+        hit = {"worker": False, "producer": False}
+        while not all(hit.values()):
+            assert feeder.is_alive(), f"the producer finished before its node was stopped: {hit}"
+            on_worker = cluster.node_of(worker.pid, "consumer")
+            on_producer = cluster.node_of(os.getpid(), "publisher")
+            assert on_worker is not None, "the worker has no consumer connection"
+            assert on_producer is not None, "the producer has no publisher connection"
+            victim = on_worker if not hit["worker"] else on_producer
+            stopping = time.time()
+            victim.stop()
+            stopped_at = time.time()  # the node is down: its deliveries are not run any more
+            faults += 1
+            for role, pid, was_on in (
+                ("consumer", worker.pid, on_worker),
+                ("publisher", os.getpid(), on_producer),
+            ):
+                if was_on is victim:
+                    now_on = moved_off(cluster, pid, role, victim)
+                    hit["worker" if role == "consumer" else "producer"] = True
+                    stops.append(f"{role} {victim.short_name}->{now_on.short_name}")
+            resumed = _first_finish_after(ledger_file, stopped_at)
+            stops[-1] += (
+                f" (stop took {stopped_at - stopping:.1f}s; jobs again {resumed:.2f}s after it)"
+            )
+            restarted = victim.restart()
+            stops[-1] += f", node back in {restarted:.1f}s"
+        ids = feeder.finish(timeout=180)
+        books = _settle(ledger_file, ids, admin)
+        assert worker.terminate() == 0, f"worker errors: {worker.errors()}"
+        ready = admin.queue_counts(ledger.QUORUM)[0]
+        dead = admin.queue_counts(f"{ledger.QUORUM}.dlq")[0]
+        assert ready == 0, f"{ready} messages were never acked"
+        assert dead == 0, f"{dead} dead letters"
+        assert not books.missing(ids), "a job was lost"
+        assert len(set(ids)) == len(ids) == TOTAL
+        bound = faults * (PREFETCH + CONCURRENCY + BATCH)
+        assert books.duplicates() <= bound, f"{books.duplicates()} duplicates > {bound}"
+        reconnects = [e for e in worker.events() if e["message"].startswith("reconnected")]
+        assert reconnects, "the worker never logged its reconnection"
+        assert feeder_reconnects(feeder) >= 1
+        figures.append(
+            f"(cluster) node stopped under a worker and a producer x{faults}, {TOTAL} jobs "
+            f"(quorum): {books.duplicates()} duplicates (bound {bound}), "
+            f"{worker.settle_failures()} settles refused; {'; '.join(stops)}; ladder and "
+            f"queues declared on 3 nodes in {declare_took:.1f}s"
+        )
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
+        feeder.join(5)
+        admin.close()
+
+
+def alive(worker: WorkerProcess) -> bool:
+    """True while the worker runs; fails the test with its errors once it has exited."""
+    code = worker.proc.poll()
+    assert code is None, (
+        f"the worker exited with {code}: {worker.errors()} {worker.log.read_text()[-500:]}"
+    )
+    return True
+
+
+def feeder_reconnects(feeder: Feeder) -> int:
+    """Connections the producer regained after a loss (its backend keeps the count)."""
+    status = feeder._rabbit.connection_status()
+    return status["publisher"].reconnects if "publisher" in status else 0
+
+
+def _first_finish_after(ledger_file: Path, since: float, timeout: float = 90.0) -> float:
+    deadline = time.monotonic() + timeout
+    while (took := Books.read(ledger_file).first_finish_after(since)) is None:
+        assert time.monotonic() < deadline, "no job finished after the node was stopped"
+        time.sleep(0.05)
+    return took
+
+
+def _settle(ledger_file: Path, ids: list[str], admin: RabbitMQBackend) -> Books:
+    """Wait until every job finished, the queue is empty and the ledger quiet for 1 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        books = Books.read(ledger_file)
+        missing = books.missing(ids)
+        ready = admin.queue_counts(ledger.QUORUM)[0]
+        if not missing and ready == 0 and time.time() - books.last_write > 1.0:
+            return books
+        assert time.monotonic() < deadline, f"{len(missing)} jobs never finished, {ready} ready"
+        time.sleep(0.2)
+
+
+class Flaky(Job):
+    NAME: ClassVar[str] = "cluster.flaky"
+    QUEUE: ClassVar[str] = "cluster.quorum"
+    key: str
+
+
+class Doomed(Job):
+    NAME: ClassVar[str] = "cluster.doomed"
+    QUEUE: ClassVar[str] = "cluster.quorum"
+
+
+def test_quorum_dead_letters_and_delays_survive_the_loss_of_a_node(serving: Cluster) -> None:
+    cluster = serving
+    retry = RetryPolicy(2, Backoff(BackoffKind.FIXED, initial=3.0, max=3.0))
+    config = QueueConfig("cluster.quorum", prefetch=4, kind=QueueKind.QUORUM, retry=retry)
+    queues = QueueSet([config])
+    rabbit = RabbitMQBackend(cluster.urls(), recovery_timeout=90, publish_timeout=60)
+    runs: dict[str, list[float]] = {}
+    lock = threading.Lock()
+
+    def flaky(job: Flaky, ctx: JobContext) -> None:
+        with lock:
+            runs.setdefault(job.key, []).append(time.monotonic())
+        if job.key == "retried" and ctx.attempt == 1:
+            raise Retryable("fails once")
+
+    def doomed(job: Doomed, ctx: JobContext) -> None:
+        raise Fatal("never works")
+
+    worker = Worker(rabbit, queues, [Handler(Flaky, flaky), Handler(Doomed, doomed)])
+    running = start(worker, None)
+    try:
+        producer = Producer(rabbit, queues)
+        began = time.monotonic()
+        producer.enqueue(Flaky(key="delayed"), delay=8)
+        producer.enqueue(Flaky(key="retried"))
+        doomed_id = str(producer.enqueue(Doomed()))
+        wait_for(lambda: "retried" in runs, timeout=30)
+        # The retry and the delayed job are now held in the delay ladder (quorum queues,
+        # one replica per node) and the dead letter is on its way to a quorum .dlq:
+        # stop the node this process consumes from.
+        victim = cluster.node_of(os.getpid(), "consumer")
+        assert victim is not None
+        victim.stop()
+        wait_for(lambda: len(runs.get("retried", [])) == 2 and "delayed" in runs, timeout=60)
+        assert runs["delayed"][0] - began >= 8, "a delayed job never runs early"
+        assert runs["retried"][1] - runs["retried"][0] >= 3 * 0.99
+        assert cluster.node_of(os.getpid(), "consumer") not in (None, victim)
+
+        wait_for(lambda: len(rabbit.list_dead_letters(config.name)) == 1, timeout=30)
+        [dead] = rabbit.list_dead_letters(config.name)
+        assert isinstance(dead, DeadLetter)
+        assert str(dead.envelope.job_id) == doomed_id
+        assert "never works" in dead.reason
+        listed = next(n for n in cluster.nodes if n is not victim)
+        types = listed.ctl("list_queues", "name", "type", "--no-table-headers", "-q")
+        assert f"{config.name}.dlq\tquorum" in types, types
+        assert "queuey.delay.0\tquorum" in types, types
+        # Listing a quorum .dlq gave it back: it can still be requeued (and dies again).
+        assert rabbit.requeue_dead_letters(config.name) == 1
+        wait_for(lambda: len(rabbit.list_dead_letters(config.name)) == 1, timeout=30)
+        assert running.handle.settle_failures() == 0
+    finally:
+        worker.handle.shutdown()
+        running.join()
+        rabbit.close()

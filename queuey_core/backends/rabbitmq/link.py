@@ -312,10 +312,14 @@ class Link:
             self._lost_at = now
         patient = self._ever_opened or self._patient
         limit = self._recovery_timeout if patient else self._connect_timeout
-        if (refused_access(error) and not self._ever_opened) or now - self._lost_at >= limit:
+        round_over = self._nodes.failed()
+        # A first connection tries every node once, even past connect_timeout: a node that
+        # hangs (its packets dropped) costs a whole socket timeout, and the next may answer.
+        late = now - self._lost_at >= limit and (round_over or patient)
+        if (refused_access(error) and not self._ever_opened) or late:
             self._give_up(error)
             return
-        if not self._nodes.failed():
+        if not round_over:
             # Another node of the cluster is still untried in this round: try it now.
             self._ioloop.call_later(0, self._connect)
             return

@@ -30,6 +30,8 @@ class Cluster:
 
     def __init__(self) -> None:
         self.nodes = [Node(name, amqp_port=amqp, dist_port=dist) for name, amqp, dist in NODES]
+        #: What the last :meth:`node_of` read, for a failure's message.
+        self.last_listing = ""
 
     @property
     def seed(self) -> Node:
@@ -91,8 +93,10 @@ class Cluster:
                 found = member.ctl(
                     "list_connections", "name", "client_properties", "--no-table-headers"
                 )
-            except NodeError:
+            except NodeError as exc:
+                self.last_listing = f"{member.name}: {exc}"
                 continue
+            self.last_listing = f"{member.name}: {found}"
             for line in found.splitlines():
                 port = re.match(r"\S+ -> \S+:(\d+)\t", line)
                 if port and mark.search(line):

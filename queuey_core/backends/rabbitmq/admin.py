@@ -87,7 +87,11 @@ class Admin:
             try:
                 self.run(probe)
             except BackendError as exc:
-                if not isinstance(exc.__cause__, pika.exceptions.ChannelClosedByBroker):
+                cause = exc.__cause__
+                if not (
+                    isinstance(cause, pika.exceptions.ChannelClosedByBroker)
+                    and cause.reply_code == 404
+                ):
                     raise
                 continue
             found.add(name)

@@ -24,12 +24,21 @@ from tests.integration.nodes import Node, NodeError, port_open
 #: (short name, AMQP port, distribution port) of each node: this task's own.
 NODES = (("qc1", 5711, 25711), ("qc2", 5712, 25712), ("qc3", 5713, 25713))
 
+#: A quorum queue dead-letters at least once through a worker on its leader's node; a
+#: hop whose target's leader was on a node that stopped is sent again only after this
+#: timeout (RabbitMQ's default: 180 s). The delay ladder is such hops: 5 s keeps a job
+#: held in it when a node stops from arriving minutes late (docs/scaling.md).
+ADVANCED = "[{rabbit, [{dead_letter_worker_publisher_confirm_timeout, 5000}]}].\n"
+
 
 class Cluster:
     """Three RabbitMQ nodes joined in one cluster."""
 
     def __init__(self) -> None:
-        self.nodes = [Node(name, amqp_port=amqp, dist_port=dist) for name, amqp, dist in NODES]
+        self.nodes = [
+            Node(name, amqp_port=amqp, dist_port=dist, advanced=ADVANCED)
+            for name, amqp, dist in NODES
+        ]
         #: What the last :meth:`node_of` read, for a failure's message.
         self.last_listing = ""
 
@@ -56,6 +65,11 @@ class Cluster:
                 node.ctl("stop_app")
                 node.ctl("join_cluster", self.seed.name, timeout=90)
                 node.start_app()
+            timeout = self.seed.ctl(
+                "eval", "application:get_env(rabbit, dead_letter_worker_publisher_confirm_timeout)."
+            )
+            if "5000" not in timeout:
+                raise NodeError(f"advanced.config was not applied: {timeout.strip()}")
             members = self.running_members()
             if sorted(members) != sorted(n.name for n in self.nodes):
                 raise NodeError(f"the cluster has {members}, not the three nodes")

@@ -333,7 +333,13 @@ def test_quorum_dead_letters_and_delays_survive_the_loss_of_a_node(serving: Clus
         victim = cluster.node_of(os.getpid(), "consumer")
         assert victim is not None
         victim.stop()
-        wait_for(lambda: len(runs.get("retried", [])) == 2 and "delayed" in runs, timeout=60)
+        try:
+            wait_for(lambda: len(runs.get("retried", [])) == 2 and "delayed" in runs, timeout=60)
+        except AssertionError:
+            raise AssertionError(
+                f"runs {runs}, {rabbit.held_count()} held in the ladder, "
+                f"{rabbit.queue_counts(config.name)} (ready, consumers)"
+            ) from None
         assert runs["delayed"][0] - began >= 8, "a delayed job never runs early"
         assert runs["retried"][1] - runs["retried"][0] >= 3 * 0.99
         assert cluster.node_of(os.getpid(), "consumer") not in (None, victim)

@@ -95,11 +95,14 @@ class Cluster:
 
     def node_of(self, pid: int, role: str) -> Node | None:
         """The node on which process ``pid`` has its ``role`` connection open, if any."""
-        # Any member lists the whole cluster's connections. The name a client gives its
-        # connection is in its client properties ({"connection_name","queuey consumer
-        # ..."}); the "name" column ends with the node's own address (-> 127.0.0.1:5711).
+        # The name a client gives its connection is in its client properties
+        # ({"connection_name","queuey consumer ..."}); the "name" column ends with the
+        # node's own address (-> 127.0.0.1:5711). A member usually lists the whole
+        # cluster's connections, but with a node just stopped one listed only its own:
+        # ask every serving member.
         mark = re.compile(rf'"connection_name","queuey {re.escape(role)} [^"]*\bpid={pid} ')
         by_port = {n.amqp_port: n for n in self.nodes}
+        listings = []
         for member in self.nodes:
             if not port_open(member.amqp_port):
                 continue
@@ -108,14 +111,15 @@ class Cluster:
                     "list_connections", "name", "client_properties", "--no-table-headers"
                 )
             except NodeError as exc:
-                self.last_listing = f"{member.name}: {exc}"
+                listings.append(f"{member.name}: {exc}")
                 continue
-            self.last_listing = f"{member.name}: {found}"
+            listings.append(f"{member.name}: {found}")
             for line in found.splitlines():
                 port = re.match(r"\S+ -> \S+:(\d+)\t", line)
                 if port and mark.search(line):
+                    self.last_listing = "\n".join(listings)
                     return by_port.get(int(port.group(1)))
-            return None
+        self.last_listing = "\n".join(listings)
         return None
 
     def revive(self) -> None:

@@ -122,6 +122,24 @@ class Cluster:
         self.last_listing = "\n".join(listings)
         return None
 
+    def safe_to_stop(self, node: Node, timeout: float = 120.0) -> float:
+        """Wait until stopping ``node`` leaves every quorum queue a majority (its replicas
+        on a node started again just before may still be catching up): RabbitMQ's
+        ``rabbitmq-upgrade await_online_quorum_plus_one``. Returns how long it took."""
+        began = time.monotonic()
+        node._run(
+            [
+                "rabbitmq-upgrade",
+                "-n",
+                node.name,
+                "await_online_quorum_plus_one",
+                "-t",
+                str(int(timeout)),
+            ],
+            timeout + 30,
+        )
+        return time.monotonic() - began
+
     def revive(self) -> None:
         """Start again every node that is down; returns once all three serve."""
         for node in self.nodes:

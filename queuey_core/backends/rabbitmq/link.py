@@ -94,6 +94,8 @@ class LinkStatus(NamedTuple):
     """Connections regained after a loss since the link was made."""
     thread_alive: bool
     """Whether the link's I/O thread is running."""
+    node: str = ""
+    """The node (its URL, redacted) the link is connected to, or trying now."""
 
 
 class Link:
@@ -391,7 +393,7 @@ class Link:
             state = "reconnecting"
         else:
             state = "open"
-        return LinkStatus(state, self._reconnects, self._thread.is_alive())
+        return LinkStatus(state, self._reconnects, self._thread.is_alive(), self._target.where)
 
 
 def refused_access(error: BaseException) -> bool:

@@ -78,7 +78,7 @@ def backend(settings: Settings) -> Any:
     from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
 
     return RabbitMQBackend(
-        settings.broker.url.get_secret_value(),
+        settings.broker.urls(),
         heartbeat=settings.broker.heartbeat,
         connect_timeout=settings.broker.connect_timeout,
         recovery_timeout=settings.broker.recovery_timeout,

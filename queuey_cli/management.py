@@ -15,6 +15,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +39,17 @@ class Endpoint:
         return f"Endpoint({self.base!r}, vhost={self.vhost!r}, auth={self.auth is not None})"
 
 
-def endpoint(management_url: str, broker_url: str) -> Endpoint:
-    """The endpoint for ``management_url`` (checked by the settings), for ``broker_url``."""
+def endpoint(management_url: str, broker_url: str | Sequence[str]) -> Endpoint:
+    """The endpoint for ``management_url`` (checked by the settings), for ``broker_url``.
+
+    Of a cluster's broker URLs, the one on the management URL's host is used (else the
+    first): its credentials, and whether that host is the broker's own.
+    """
     mgmt = urllib.parse.urlsplit(management_url)
-    broker = urllib.parse.urlsplit(broker_url)
     host = mgmt.hostname or ""
+    brokers = [broker_url] if isinstance(broker_url, str) else list(broker_url)
+    parsed = [urllib.parse.urlsplit(url) for url in brokers]
+    broker = next((b for b in parsed if host and b.hostname == host), parsed[0])
     netloc = f"[{host}]" if ":" in host else host
     if mgmt.port is not None:
         netloc += f":{mgmt.port}"
@@ -76,7 +83,9 @@ class Unacked:
     why_not: str = ""
 
 
-def unacked(management_url: str | None, broker_url: str, names: list[str]) -> Unacked:
+def unacked(
+    management_url: str | None, broker_url: str | Sequence[str], names: list[str]
+) -> Unacked:
     """Unacked counts of ``names`` from the management API; never raises."""
     if management_url is None:
         return Unacked(

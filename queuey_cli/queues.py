@@ -57,7 +57,7 @@ def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,
-        settings.broker.url.get_secret_value(),
+        settings.broker.urls(),
         names,
     )
     return Sample(monotonic(), inspection, found)

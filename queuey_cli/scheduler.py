@@ -72,7 +72,7 @@ def make_scheduler(
     from queuey_core.backends.rabbitmq.election import RabbitElection  # noqa: PLC0415
     from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
 
-    url = settings.broker.url.get_secret_value()
+    url = settings.broker.urls()
     return Scheduler(
         broker,
         queue_set,
@@ -278,7 +278,7 @@ def schedules(
     from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
 
     store = RabbitScheduleState(
-        settings.broker.url.get_secret_value(), connect_timeout=settings.broker.connect_timeout
+        settings.broker.urls(), connect_timeout=settings.broker.connect_timeout
     )
     try:
         last = store.last_fired([s.name for s in configured])

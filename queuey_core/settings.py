@@ -51,7 +51,7 @@ from queuey_core.limits import MAX_PRIORITY, MAX_UINT16, check_delay, check_posi
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, RetryPolicy
 from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger
-from queuey_core.urls import check_url, redact
+from queuey_core.urls import check_url, check_urls, redact, split_urls
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
@@ -106,8 +106,28 @@ Timeout = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_tim
 Delay = Annotated[float, BeforeValidator(_duration_field), AfterValidator(_delay)]
 
 
+_BROKER_SCHEMES = ("amqp", "amqps")
+
+
+def _url_list(value: object) -> object:
+    # A TOML array of URLs (a cluster's nodes) is kept as the environment variable's
+    # form, one string with the URLs separated by commas: one secret, one type.
+    if isinstance(value, list | tuple):
+        if not all(isinstance(v, str) for v in value):
+            raise ValueError("must be a URL or a list of URLs (strings)")
+        if not value:
+            raise ValueError("give at least one URL")
+        for n, url in enumerate(value, 1):
+            if not url.strip():
+                raise ValueError(f"URL {n} of {len(value)} is empty")
+        urls = [v.strip() for v in value]
+        check_urls(urls, _BROKER_SCHEMES)  # each on its own, before joining them
+        return ",".join(urls)
+    return value
+
+
 def _broker_url(value: SecretStr) -> SecretStr:
-    check_url(value.get_secret_value(), ("amqp", "amqps"))
+    check_urls(split_urls(value.get_secret_value()), _BROKER_SCHEMES)
     return value
 
 
@@ -242,13 +262,17 @@ def _no_password() -> str:
 class BrokerSettings(_Section):
     """``[broker]``: where RabbitMQ is. The URLs hold passwords: they are never printed.
 
+    ``url`` is one URL, or for a cluster a list of them, one per node (a TOML array, or
+    ``QUEUEY_BROKER__URL`` with the URLs separated by commas): :meth:`urls`. They must
+    share a scheme and a virtual host.
+
     ``management_url`` (``http://host:15672`` or ``https://host:15671``) is where
     ``queuey queues`` asks for unacked counts; without it they are not shown. It is
     never guessed from ``url``: that would send the broker's credentials over plain
     HTTP, even for an ``amqps://`` broker.
     """
 
-    url: Annotated[SecretStr, AfterValidator(_broker_url)] = SecretStr(
+    url: Annotated[SecretStr, BeforeValidator(_url_list), AfterValidator(_broker_url)] = SecretStr(
         "amqp://guest:guest@127.0.0.1:5672/%2F"
     )
     management_url: Annotated[SecretStr | None, AfterValidator(_management_url)] = None
@@ -268,8 +292,12 @@ class BrokerSettings(_Section):
             )
         return self
 
+    def urls(self) -> list[str]:
+        """The broker's URLs: one, or one per node of a cluster."""
+        return split_urls(self.url.get_secret_value())
+
     def uses_tls(self) -> bool:
-        """Whether the URL is ``amqps://``."""
+        """Whether the URL is ``amqps://`` (every URL of a list has the same scheme)."""
         return self.url.get_secret_value().lower().startswith("amqps:")
 
     def ssl_context(self) -> ssl.SSLContext | None:
@@ -395,7 +423,8 @@ class Settings(BaseSettings):
     def redacted(self) -> dict[str, Any]:
         """The effective settings as plain data, the passwords replaced."""
         data = self.model_dump(mode="json")
-        data["broker"]["url"] = redact(self.broker.url.get_secret_value())
+        urls = [redact(url) for url in self.broker.urls()]
+        data["broker"]["url"] = urls[0] if len(urls) == 1 else urls
         management = self.broker.management_url
         data["broker"]["management_url"] = (
             redact(management.get_secret_value()) if management is not None else None

@@ -105,3 +105,81 @@ def _host_problem(rest: str) -> str | None:
     if port is not None and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         return "has a port that is not a number from 1 to 65535"
     return None
+
+
+#: Commas that start another URL (the next ``scheme://``) or end the list, so that a
+#: password holding a comma of its own is not cut in two.
+_NEXT_URL = re.compile(r"\s*,[\s,]*(?=[A-Za-z][A-Za-z0-9+.-]*://|$)")
+
+
+def split_urls(text: str) -> list[str]:
+    """``"amqp://a, amqp://b"`` -> ``["amqp://a", "amqp://b"]``: the URLs of a
+    comma-separated list (``QUEUEY_BROKER__URL`` for a cluster), spaces and stray
+    commas around them dropped. A comma separates only where a ``scheme://`` follows it
+    (or nothing does)."""
+    return [part.strip() for part in _NEXT_URL.split(text.strip()) if part.strip()]
+
+
+def redact_all(urls: Sequence[str]) -> str:
+    """Several URLs redacted, for a message: ``a`` alone, or ``any of a, b, c``."""
+    shown = [redact(url) for url in urls]
+    return shown[0] if len(shown) == 1 else "any of " + ", ".join(shown)
+
+
+def check_urls(urls: Sequence[str], schemes: Sequence[str]) -> None:
+    """Refuse a list of URLs of one service's nodes (a RabbitMQ cluster) queuey could not use.
+
+    Each must pass :func:`check_url`; together, they must share one scheme (one TLS
+    set-up serves them all) and one path (a cluster's virtual host is the same on every
+    node: two would be two sets of queues), and none may repeat.
+
+    Raises:
+        ValueError: naming the URL by its position (from 1), never quoting a password.
+    """
+    if not urls:
+        raise ValueError("give at least one URL")
+    for n, url in enumerate(urls, 1):
+        if not url:
+            raise ValueError(f"URL {n} of {len(urls)} is empty (a stray comma?)")
+        try:
+            check_url(url, schemes)
+            _no_comma_after_user(url)
+        except ValueError as exc:
+            where = f"URL {n} of {len(urls)}: " if len(urls) > 1 else ""
+            raise ValueError(f"{where}{exc}") from None
+    if len(urls) == 1:
+        return
+    parts = [_split(url) for url in urls]
+    first = parts[0]
+    assert first is not None  # check_url passed
+    for n, (url, part) in enumerate(zip(urls, parts, strict=True), 1):
+        assert part is not None
+        if part.scheme.lower() != first.scheme.lower():
+            raise ValueError(
+                f"URL {n} of {len(urls)} starts with {part.scheme}://, URL 1 with "
+                f"{first.scheme}://: every node is reached the same way"
+            )
+        if _path(part.rest) != _path(first.rest):
+            raise ValueError(
+                f"URL {n} of {len(urls)} names another virtual host than URL 1: the "
+                "nodes of one cluster share their virtual hosts"
+            )
+        if url in urls[: n - 1]:
+            raise ValueError(f"URL {n} of {len(urls)} repeats an earlier one")
+
+
+def _no_comma_after_user(url: str) -> None:
+    # Commas separate the URLs of a list: one after the user info is a list written
+    # wrong (a missing scheme://), or a host or virtual host that needs encoding.
+    parts = _split(url)
+    if parts is not None and "," in parts.rest:
+        raise ValueError(
+            "holds a ',' after its user info: start every URL of a list with its "
+            "scheme:// (and write a comma in a virtual host as %2C)"
+        )
+
+
+def _path(rest: str) -> str:
+    """What follows ``host[:port]`` (the virtual host, and any query)."""
+    end = _AUTHORITY_END.search(rest)
+    return rest[end.start() :] if end else ""

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queuey_core.backends.rabbitmq import topology
+from queuey_core.queues import QueueKind
 
 
 def topic_matches(pattern: str, key: str) -> bool:
@@ -50,3 +51,16 @@ def test_delays_round_up_to_the_millisecond_and_have_a_ceiling() -> None:
         topology.delay_ms(86_400 * 800)
     with pytest.raises(ValueError, match="negative"):
         topology.delay_ms(-1)
+
+
+def test_a_dead_letter_queue_is_of_its_queues_kind() -> None:
+    # A classic .dlq lives on one node of a cluster: a quorum queue's dead letters are
+    # replicated as its jobs are.
+    assert topology.dead_letter_queue_arguments() == {"x-queue-type": "classic"}
+    assert topology.dead_letter_queue_arguments(QueueKind.CLASSIC) == {"x-queue-type": "classic"}
+    assert topology.dead_letter_queue_arguments(QueueKind.QUORUM) == {"x-queue-type": "quorum"}
+    # The ladder is quorum whatever the queues are: it must survive a node's loss.
+    assert all(
+        topology.delay_queue_arguments(k)["x-queue-type"] == "quorum"
+        for k in range(topology.DELAY_LEVELS)
+    )

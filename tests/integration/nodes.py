@@ -77,16 +77,25 @@ class Node:
         amqp_port: the plain AMQP listener, on 127.0.0.1.
         dist_port: Erlang distribution (what rabbitmqctl talks to).
         tls: a TLS listener beside the plain one, if given.
+        advanced: an ``advanced.config`` (Erlang terms) for settings ``rabbitmq.conf``
+            cannot take, if given.
     """
 
     def __init__(
-        self, short_name: str, *, amqp_port: int, dist_port: int, tls: ServerTLS | None = None
+        self,
+        short_name: str,
+        *,
+        amqp_port: int,
+        dist_port: int,
+        tls: ServerTLS | None = None,
+        advanced: str | None = None,
     ) -> None:
         self.name = f"{short_name}@localhost"
         self.short_name = short_name
         self.amqp_port = amqp_port
         self.dist_port = dist_port
         self.tls = tls
+        self.advanced = advanced
         self.folder = Path(tempfile.mkdtemp(prefix=f"queuey-{short_name}-"))
         self.pid_file = self.folder / "pid"
         self.log_file = self.folder / "log" / f"{self.name}.log"
@@ -123,6 +132,8 @@ class Node:
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.folder / "enabled_plugins"),
             "RABBITMQ_CONFIG_FILE": str(self.folder / "rabbitmq.conf"),
         }
+        if self.advanced is not None:
+            env["RABBITMQ_ADVANCED_CONFIG_FILE"] = str(self.folder / "advanced.config")
         env.pop("RABBITMQ_NODE_PORT", None)
         try:
             self._clear_leftover()
@@ -347,6 +358,8 @@ class Node:
             ]
         (self.folder / "rabbitmq.conf").write_text("\n".join(lines) + "\n")
         (self.folder / "enabled_plugins").write_text("[].\n")
+        if self.advanced is not None:
+            (self.folder / "advanced.config").write_text(self.advanced)
         shutil.chown(self.folder, RABBITMQ_USER, RABBITMQ_USER)
         for path in self.folder.rglob("*"):
             shutil.chown(path, RABBITMQ_USER, RABBITMQ_USER)

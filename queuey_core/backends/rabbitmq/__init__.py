@@ -13,6 +13,10 @@ Three connections, each with one owner (pika is not thread-safe):
 * the **admin** connection (:mod:`.admin`, a ``BlockingConnection`` behind a lock)
   declares the topology (:mod:`.topology`) and lists, requeues and purges dead letters.
 
+Given several URLs (a cluster's nodes), every connection picks its node the same way
+(:mod:`.nodes`): from a list shuffled per process, starting where the process's last
+connection succeeded, on to the next node at once when one fails or is lost.
+
 Every publish is persistent, ``mandatory`` and confirmed: an unroutable or refused
 publish raises, nothing is dropped silently. A retry, deferral or dead letter is
 confirmed on its new queue before the original is acked (:mod:`.delivery`; a crash in

@@ -1,10 +1,11 @@
 """The admin connection: topology and dead-letter tools, one caller at a time.
 
-Owns: a ``BlockingConnection`` behind a lock for declaring queues and the delay ladder
-(with the end of the ladder's alternate exchange, :func:`declare_end_of_ladder`),
-counting (a queue that does not exist counts as None, not an error: :func:`inspect`),
-and listing, requeueing, deleting and purging dead letters (the unroutable queue's too);
-reading a dead letter back (:func:`dead_letter_of`), whatever its body and headers hold.
+Owns: a ``BlockingConnection`` behind a lock (to the first node of a cluster that
+answers, see :mod:`.nodes`) for declaring queues and the delay ladder (with the end of
+the ladder's alternate exchange, :func:`declare_end_of_ladder`), counting (a queue that
+does not exist counts as None, not an error: :func:`inspect`), and listing, requeueing,
+deleting and purging dead letters (the unroutable queue's too); reading a dead letter
+back (:func:`dead_letter_of`), whatever its body and headers hold.
 Must never: lose or reorder a dead letter while listing it (everything taken is given
 back with one multiple nack), hide one (a body that is not an envelope is listed with a
 preview, a header that cannot be read shows as unknown), or be used for the job path
@@ -36,6 +37,7 @@ from queuey_core.backends.base import (
 )
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
+from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConfigError, DecodeError, UnknownQueueError
@@ -52,15 +54,16 @@ _PROBE_KEY = "queuey.probe"
 class Admin:
     """A BlockingConnection for topology and dead-letter work, one caller at a time."""
 
-    def __init__(self, params: pika.ConnectionParameters, where: str) -> None:
-        self._params = params
-        self._where = where
+    def __init__(self, nodes: Picker) -> None:
+        self._nodes = nodes
+        self._where = nodes.where
         self._lock = threading.Lock()
         self._conn: pika.BlockingConnection | None = None
         self.server_version = ""
 
     def run(self, work: Callable[[BlockingChannel], T]) -> T:
-        """Run ``work`` on a fresh channel, reconnecting once if the connection went stale."""
+        """Run ``work`` on a fresh channel, reconnecting once if the connection went stale
+        (to the next node that answers: the one it was on may be gone)."""
         with self._lock:
             for attempt in (1, 2):
                 conn = self._connection()
@@ -78,16 +81,38 @@ class Admin:
                     pika.exceptions.ConnectionWrongStateError,
                 ) as exc:
                     self._drop()
+                    self._nodes.failed()
                     if attempt == 2:
                         raise BackendError(
                             f"lost the connection to RabbitMQ at {self._where}: {describe(exc)}"
                         ) from exc
             raise AssertionError("unreachable")
 
+    def existing(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` exist (a passive declare each, on a channel of its own)."""
+        found: set[str] = set()
+        for name in queues:
+
+            def probe(ch: BlockingChannel, name: str = name) -> None:
+                ch.queue_declare(name, passive=True)
+
+            try:
+                self.run(probe)
+            except BackendError as exc:
+                cause = exc.__cause__
+                if not (
+                    isinstance(cause, pika.exceptions.ChannelClosedByBroker)
+                    and cause.reply_code == 404
+                ):
+                    raise
+                continue
+            found.add(name)
+        return found
+
     def _connection(self) -> pika.BlockingConnection:
         if self._conn is None or not self._conn.is_open:
             try:
-                self._conn = pika.BlockingConnection(self._params)
+                self._conn = self._nodes.blocking_connection()
             except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
                 raise connect_error(exc, self._where) from exc
             version = self._conn._impl.server_properties.get("version", b"")
@@ -103,7 +128,7 @@ class Admin:
     @property
     def vhost(self) -> str:
         """The virtual host this connection works in."""
-        return str(self._params.virtual_host)
+        return str(self._nodes.params[0].virtual_host)  # every node's URL names the same one
 
     def close(self) -> None:
         with self._lock:

@@ -44,6 +44,7 @@ from queuey_core.backends.rabbitmq.confirms import (
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
 from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
+from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
 from queuey_core.backends.rabbitmq.publisher import (
     Pub,
     PublisherLink,
@@ -77,6 +78,9 @@ class RabbitMQBackend:
 
     Args:
         url: ``amqp://user:password@host:port/vhost``; the password never reaches a log.
+            For a cluster, one URL per node (a sequence, or one string of them separated
+            by commas): each connection goes to a node of the list and, when it loses
+            it, to the next one that answers (see :mod:`.nodes`).
         heartbeat: seconds between AMQP heartbeats.
         connect_timeout: how long to keep trying to reach the broker at first.
         recovery_timeout: how long to keep trying to get a lost connection back before
@@ -88,6 +92,8 @@ class RabbitMQBackend:
             certificate).
         server_name: the name the broker's certificate must be for (default: the URL's
             host).
+        shuffle: try a cluster's nodes in an order shuffled for this process, so a fleet
+            spreads over them (the default); False keeps the list's order.
 
     Raises:
         BackendError: the broker cannot be reached or refused the credentials.
@@ -97,7 +103,7 @@ class RabbitMQBackend:
 
     def __init__(
         self,
-        url: str = DEFAULT_URL,
+        url: str | Sequence[str] = DEFAULT_URL,
         *,
         heartbeat: int = 30,
         connect_timeout: float = 5.0,
@@ -106,9 +112,10 @@ class RabbitMQBackend:
         settle_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         server_name: str | None = None,
+        shuffle: bool = True,
     ) -> None:
-        self.where = redact(url)
-        self._url = url
+        self._nodes = Nodes(as_urls(url), shuffle=shuffle)
+        self.where = self._nodes.where
         self._heartbeat = heartbeat
         self._connect_timeout = connect_timeout
         self._recovery_timeout = recovery_timeout
@@ -116,7 +123,7 @@ class RabbitMQBackend:
         self.settle_timeout = settle_timeout
         self._ssl_context = ssl_context
         self._server_name = server_name
-        self._params_for("admin")  # a bad URL fails here, before any connection
+        admin = self._picker("admin")  # a bad URL fails here, before any connection
         self._lock = threading.Lock()
         self._publisher: PublisherLink | None = None
         self._consumer: ConsumerLink | None = None
@@ -124,9 +131,9 @@ class RabbitMQBackend:
         self._declared: dict[str, QueueConfig] = {}
         self._ladder_declared = False
         self._closed = False
-        self._admin = Admin(self._params_for("admin"), self.where)
-        direct = self._params_for("direct publisher")
-        direct.blocked_connection_timeout = None  # the caller's deadline bounds it
+        self._admin = Admin(admin)
+        # The caller's deadline bounds a direct publish, blocked or not.
+        direct = self._picker("direct publisher", blocked_timeout=False)
         self._direct = DirectPublisher(direct, heartbeat)
         self._republished_before = 0
         self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
@@ -150,16 +157,21 @@ class RabbitMQBackend:
 
         if not self._ladder_declared:
             declare_end_of_ladder(self._admin)
+        # A quorum queue's dead letters are quorum too (replicated, as its jobs are), but a
+        # dead-letter queue an earlier version made classic is kept as it is.
+        quorum = [q for q in queues if q.kind is QueueKind.QUORUM]
+        existing = self._admin.existing([q.dead_letter_queue for q in quorum]) if quorum else set()
 
         def work(ch: BlockingChannel) -> None:
             if not self._ladder_declared:
                 declare_ladder(ch)
             for q in queues:
-                ch.queue_declare(
-                    q.dead_letter_queue,
-                    durable=True,
-                    arguments=topology.dead_letter_queue_arguments(),
-                )
+                if q.dead_letter_queue not in existing:
+                    ch.queue_declare(
+                        q.dead_letter_queue,
+                        durable=True,
+                        arguments=topology.dead_letter_queue_arguments(q.kind),
+                    )
                 ch.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
                 ch.queue_bind(q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name))
 
@@ -499,14 +511,23 @@ class RabbitMQBackend:
             )
         return topology.TOP_EXCHANGE, topology.delay_routing_key(ms, queue)
 
-    def _params_for(self, role: str) -> pika.ConnectionParameters:
+    def _picker(self, role: str, *, blocked_timeout: bool = True) -> Picker:
+        """A connection's way through the nodes, with its parameters for each node.
+
+        Without ``blocked_timeout``, a connection blocked by the broker (an alarm) is held
+        rather than torn down after a while: the caller's deadline bounds its waits.
+        """
+        return self._nodes.picker(lambda url: self._params_for(url, role, blocked_timeout))
+
+    def _params_for(self, url: str, role: str, blocked_timeout: bool) -> pika.ConnectionParameters:
         try:
-            params = pika.URLParameters(self._url)
+            params = pika.URLParameters(url)
         except Exception as exc:
             # The message of a URL error may quote the URL: keep the password out.
-            raise ConfigError(f"invalid broker URL {self.where!r}") from exc
+            raise ConfigError(f"invalid broker URL {redact(url)!r}") from exc
         params.heartbeat = self._heartbeat
-        params.blocked_connection_timeout = max(self.publish_timeout, 30.0)
+        if blocked_timeout:
+            params.blocked_connection_timeout = max(self.publish_timeout, 30.0)
         params.connection_attempts = 1
         params.socket_timeout = self._connect_timeout
         params.client_properties = {"connection_name": f"queuey {role} {_whoami()}"}
@@ -519,7 +540,7 @@ class RabbitMQBackend:
             )
         elif self._ssl_context is not None:
             raise ConfigError(
-                f"an SSL context was given for {self.where!r}: TLS needs an amqps:// URL"
+                f"an SSL context was given for {redact(url)!r}: TLS needs an amqps:// URL"
             )
         return params
 
@@ -530,12 +551,11 @@ class RabbitMQBackend:
             if self._publisher is None or self._publisher.is_dead:
                 if self._publisher is not None:
                     self._republished_before += self._publisher.republished
-                args = self._link_args("publisher")
                 # The broker was reached when this backend was made: a publisher that
                 # cannot connect is facing an outage, and waits for it as long as a lost
                 # connection would. A blocked connection is held, not torn down: the
                 # caller's deadline bounds the wait (see confirms.Deadline).
-                args["params"].blocked_connection_timeout = None
+                args = self._link_args("publisher", blocked_timeout=False)
                 self._publisher = PublisherLink(**args, patient=True)
                 self._publisher.start(wait=False)
             return self._publisher
@@ -549,9 +569,9 @@ class RabbitMQBackend:
                 self._consumer.start()
             return self._consumer
 
-    def _link_args(self, role: str) -> dict[str, Any]:
+    def _link_args(self, role: str, *, blocked_timeout: bool = True) -> dict[str, Any]:
         return {
-            "params": self._params_for(role),
+            "nodes": self._picker(role, blocked_timeout=blocked_timeout),
             "name": role,
             "where": self.where,
             "connect_timeout": self._connect_timeout,

@@ -22,6 +22,7 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.confirms import Deadline
+from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub, check_encodable
 from queuey_core.errors import (
     EnqueueUnknownError,
@@ -58,12 +59,13 @@ class DirectPublisher:
     republishing; a broker that is up and does not confirm by the deadline (publishers
     blocked by an alarm, say) makes the publish *unknown* at the deadline, no later.
 
-    ``params`` should have no ``blocked_connection_timeout``: the caller's deadline
-    bounds every wait here.
+    ``nodes``' parameters should have no ``blocked_connection_timeout``: the caller's
+    deadline bounds every wait here. It connects to the node the backend's other
+    connections last reached (one node, one attempt: failing over is the link's job).
     """
 
-    def __init__(self, params: pika.ConnectionParameters, heartbeat: int) -> None:
-        self._params = params
+    def __init__(self, nodes: Picker, heartbeat: int) -> None:
+        self._nodes = nodes
         # An idle BlockingConnection sends no heartbeats: reconnect rather than trust one
         # idle for more than half the interval the broker allows.
         self._max_idle = heartbeat / 2 if heartbeat else float("inf")
@@ -143,7 +145,7 @@ class DirectPublisher:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            params = copy.copy(self._params)
+            params = copy.copy(self._nodes.current().params)
             params.socket_timeout = min(params.socket_timeout or left, left)
             params.stack_timeout = min(params.stack_timeout or left, left)
             try:
@@ -156,7 +158,9 @@ class DirectPublisher:
                 self._channel.confirm_delivery()
             except (pika.exceptions.AMQPError, OSError):
                 self._drop()
+                self._nodes.failed()
                 return None
+            self._nodes.opened()
         return self._channel
 
     def _on_blocked(self, conn: Any, frame: Any) -> None:

@@ -27,7 +27,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -37,6 +37,7 @@ from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.rabbitmq.link import Link, Result
+from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
 from queuey_core.errors import BackendError, ConfigError, QueueyError
 from queuey_core.urls import redact
 
@@ -71,6 +72,16 @@ def connection_params(
     return params
 
 
+def node_picker(
+    url: str | Sequence[str], role: str, *, heartbeat: int, connect_timeout: float
+) -> Picker:
+    """The nodes one of the scheduler's connections may use (one URL, or a cluster's)."""
+    nodes = Nodes(as_urls(url))
+    return nodes.picker(
+        lambda u: connection_params(u, role, heartbeat=heartbeat, connect_timeout=connect_timeout)
+    )
+
+
 def candidate_name() -> str:
     """``host:pid:random``: which process a candidate is, in logs and the management UI."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -80,7 +91,8 @@ class RabbitElection:
     """One candidate in the election (see the module docstring). Thread-safe.
 
     Args:
-        url: the broker.
+        url: the broker: one URL, or one per node of a cluster (the connection fails over
+            to the next node that answers, as the backend's do).
         heartbeat: seconds; a candidate whose machine vanishes is replaced after about
             two to three of them.
         connect_timeout: how long to try to reach the broker at first.
@@ -93,7 +105,7 @@ class RabbitElection:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         heartbeat: int = 2,
         connect_timeout: float = 5.0,
@@ -103,15 +115,16 @@ class RabbitElection:
         queue: str = LEADER_QUEUE,
     ) -> None:
         self.name = candidate_name()
+        nodes = node_picker(
+            url,
+            f"scheduler election {self.name}",
+            heartbeat=heartbeat,
+            connect_timeout=connect_timeout,
+        )
         self._link = _ElectionLink(
-            connection_params(
-                url,
-                f"scheduler election {self.name}",
-                heartbeat=heartbeat,
-                connect_timeout=connect_timeout,
-            ),
+            nodes,
             name="election",
-            where=redact(url),
+            where=nodes.where,
             connect_timeout=connect_timeout,
             recovery_timeout=recovery_timeout,
         )

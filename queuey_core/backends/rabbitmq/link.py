@@ -1,6 +1,7 @@
 """The link: one AMQP connection owned by one thread running a pika ``SelectConnection``.
 
-Owns: the I/O thread, connecting and recovering with tenacity's backoff (giving up after
+Owns: the I/O thread, connecting and recovering (to the next node of a cluster at once,
+then with tenacity's backoff once every node was tried, giving up after
 ``recovery_timeout``), how long the connection has been down (:meth:`Link.downtime`), and
 handing work to that thread from any other (:meth:`Link.submit`, :meth:`Link.call`) with a
 one-shot :class:`Result` to wait on.
@@ -24,6 +25,7 @@ import tenacity
 from pika.adapters.select_connection import IOLoop
 
 from queuey_core.backends.rabbitmq.errors import connect_error, describe, root_cause
+from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.errors import BackendError
 
 logger = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ class LinkStatus(NamedTuple):
     """Connections regained after a loss since the link was made."""
     thread_alive: bool
     """Whether the link's I/O thread is running."""
+    node: str = ""
+    """The node (its URL, redacted) the link is connected to, or trying now."""
 
 
 class Link:
@@ -105,11 +109,15 @@ class Link:
     connection, not ``connect_timeout``: for a connection to a broker the backend has
     already reached (so an outage, not a wrong address). Refused credentials still end
     it at once.
+
+    ``nodes`` picks the node of each attempt: after a failed attempt or a lost connection
+    the next node is tried at once, and the backoff applies only once every node has been
+    tried (with one node, after each attempt).
     """
 
     def __init__(
         self,
-        params: pika.ConnectionParameters,
+        nodes: Picker,
         *,
         name: str,
         where: str,
@@ -117,7 +125,7 @@ class Link:
         recovery_timeout: float,
         patient: bool = False,
     ) -> None:
-        self._params = params
+        self._nodes = nodes
         self._patient = patient
         self._name = name
         self._where = where
@@ -125,6 +133,7 @@ class Link:
         self._recovery_timeout = recovery_timeout
         self._ioloop = IOLoop()
         self._conn: pika.SelectConnection | None = None
+        self._target = nodes.current()
         self._lock = threading.Lock()
         self._closing = False
         self._dead: BackendError | None = None
@@ -247,8 +256,9 @@ class Link:
         if self._closing:
             self._ioloop.stop()
             return
+        self._target = self._nodes.current()
         self._conn = pika.SelectConnection(
-            self._params,
+            self._target.params,
             on_open_callback=self._opened,
             on_open_error_callback=self._open_failed,
             on_close_callback=self._closed,
@@ -256,10 +266,16 @@ class Link:
         )
 
     def _opened(self, conn: Any) -> None:
+        self._nodes.opened()
         if self._lost_at is not None:
             logger.warning(
-                "reconnected to RabbitMQ",
-                extra={"link": self._name, "after": time.monotonic() - self._lost_at},
+                "reconnected to RabbitMQ at %s",
+                self._target.where,
+                extra={
+                    "link": self._name,
+                    "node": self._target.where,
+                    "after": time.monotonic() - self._lost_at,
+                },
             )
         if self._ever_opened:
             self._reconnects += 1
@@ -281,7 +297,10 @@ class Link:
             self._ioloop.stop()
             return
         logger.warning(
-            "connection to RabbitMQ lost: %s", describe(reason), extra={"link": self._name}
+            "connection to RabbitMQ lost: %s (at %s)",
+            describe(reason),
+            self._target.where,
+            extra={"link": self._name, "node": self._target.where},
         )
         with self._lock:
             if self._down_since is None:
@@ -298,8 +317,16 @@ class Link:
             self._lost_at = now
         patient = self._ever_opened or self._patient
         limit = self._recovery_timeout if patient else self._connect_timeout
-        if (refused_access(error) and not self._ever_opened) or now - self._lost_at >= limit:
+        round_over = self._nodes.failed()
+        # A first connection tries every node once, even past connect_timeout: a node that
+        # hangs (its packets dropped) costs a whole socket timeout, and the next may answer.
+        late = now - self._lost_at >= limit and (round_over or patient)
+        if (refused_access(error) and not self._ever_opened) or late:
             self._give_up(error)
+            return
+        if not round_over:
+            # Another node of the cluster is still untried in this round: try it now.
+            self._ioloop.call_later(0, self._connect)
             return
         self._attempt += 1
         self._retry_state.attempt_number = self._attempt
@@ -374,7 +401,7 @@ class Link:
             state = "reconnecting"
         else:
             state = "open"
-        return LinkStatus(state, self._reconnects, self._thread.is_alive())
+        return LinkStatus(state, self._reconnects, self._thread.is_alive(), self._target.where)
 
 
 def refused_access(error: BaseException) -> bool:

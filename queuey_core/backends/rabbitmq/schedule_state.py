@@ -21,10 +21,9 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.admin import Admin
-from queuey_core.backends.rabbitmq.election import connection_params
+from queuey_core.backends.rabbitmq.election import node_picker
 from queuey_core.backends.rabbitmq.errors import describe
 from queuey_core.errors import BackendError
-from queuey_core.urls import redact
 
 #: Prefix of the per-schedule state queues.
 STATE_PREFIX = "queuey.schedule."
@@ -49,12 +48,13 @@ class RabbitScheduleState:
     replaced once, at once.
     """
 
-    def __init__(self, url: str, *, heartbeat: int = 0, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str | Sequence[str], *, heartbeat: int = 0, connect_timeout: float = 5.0
+    ) -> None:
         self._admin = Admin(
-            connection_params(
+            node_picker(
                 url, "scheduler state", heartbeat=heartbeat, connect_timeout=connect_timeout
-            ),
-            redact(url),
+            )
         )
 
     def last_fired(self, names: Sequence[str]) -> dict[str, int]:

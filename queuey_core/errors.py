@@ -94,7 +94,10 @@ class PublishFailure(StrEnum):
     LOST = "lost"  # the connection died with the message unconfirmed, not republished
     BLOCKED = "blocked"  # the broker blocks publishers (memory or disk alarm)
     NO_CONFIRM = "no confirm"  # the broker was up and did not confirm in publish_timeout
-    REFUSED = "refused"  # the broker nacked it or closed the channel on it
+    REFUSED = "refused"  # the broker closed the channel on it (403, 404, 406)
+    # The broker nacked it: its own state (a quorum queue electing a leader, an internal
+    # error), never the message's content; sending it again later may well succeed.
+    NACKED = "nacked"
     UNROUTABLE = "unroutable"  # no queue for its routing key
     UNENCODABLE = "unencodable"  # it could not be encoded into AMQP frames
     CLOSED = "closed"  # the backend was closed

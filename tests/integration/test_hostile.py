@@ -456,6 +456,8 @@ def test_a_retry_the_broker_could_not_take_goes_back_to_its_queue_not_to_the_dlq
     failures = [
         EnqueueUnknownError("blocked by an alarm", reason=PublishFailure.BLOCKED),
         NotEnqueuedError("could not reach RabbitMQ", reason=PublishFailure.UNREACHABLE),
+        # A quorum queue electing a leader nacks publishes: the broker's state too.
+        NotEnqueuedError("RabbitMQ refused the message (nack)", reason=PublishFailure.NACKED),
     ]
 
     def handle(job: Work, ctx: JobContext) -> None:
@@ -471,13 +473,13 @@ def test_a_retry_the_broker_could_not_take_goes_back_to_its_queue_not_to_the_dlq
     Producer(rabbit, queues).enqueue(Work(n=1))
     monkeypatch.setattr(rabbit, "publish", flaky_publish)
     running = start(Worker(rabbit, queues, [Handler(Work, handle)]), None)
-    wait_for(lambda: len(books.runs) == 3 and running.handle.in_flight() == 0, timeout=10)
+    wait_for(lambda: len(books.runs) == 4 and running.handle.in_flight() == 0, timeout=10)
     running.stop()
 
-    assert books.runs == [1, 1, 1], "run again after each publish the broker could not take"
+    assert books.runs == [1, 1, 1, 1], "run again after each publish the broker could not take"
     assert dead(rabbit) == 0, "nothing dead-lettered for the broker's state"
     assert not failures
-    assert running.handle.settle_failures() == 2, "each one counted"
+    assert running.handle.settle_failures() == 3, "each one counted"
     assert ready(rabbit) == 0
 
 

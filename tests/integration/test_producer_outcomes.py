@@ -6,10 +6,13 @@ failing alone. Faults that need a broker to stop or block are in test_producer_f
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
 from collections.abc import Iterator
 from typing import ClassVar
 
+import pika
 import pytest
 
 from queuey_core import (
@@ -27,7 +30,7 @@ from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.publisher import Pub, properties
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, unique
+from tests.integration.broker import channel, delete_queues, rabbitmqctl, unique
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +157,38 @@ def test_a_publish_on_a_closed_backend_is_not_enqueued(
     assert caught.value.not_enqueued == (job_id_for("late"),)
     with pytest.raises(NotEnqueuedError):
         producer.enqueue_many([Here(n=2)])
+
+
+FULL = unique("it.outcomes.full")
+
+
+class Full(Job):
+    NAME: ClassVar[str] = "it.outcomes.full"
+    QUEUE: ClassVar[str] = FULL
+    n: int
+
+
+def test_a_broker_nack_is_not_enqueued_with_its_own_reason(rabbit: RabbitMQBackend) -> None:
+    # A queue that takes nothing (a policy of max length 0, reject-publish) makes RabbitMQ
+    # nack every publish, as a quorum queue does while it elects a leader. That reason,
+    # not "refused", tells the worker the message itself is not at fault (delivery.py).
+    vhost = pika.URLParameters(AMQP_URL).virtual_host
+    policy = f"{FULL}-takes-nothing"
+    rabbitmqctl(
+        *("set_policy", "-p", vhost, "--apply-to", "queues", policy),
+        *("^" + re.escape(FULL) + "$", '{"max-length": 0, "overflow": "reject-publish"}'),
+    )
+    try:
+        producer = Producer(rabbit, QueueSet([QueueConfig(FULL)]))
+        rabbit.declare([QueueConfig(FULL)])
+        time.sleep(0.5)  # a policy reaches a new queue a moment after its declaration
+        with pytest.raises(NotEnqueuedError) as one:
+            producer.enqueue(Full(n=1))
+        assert one.value.reason is PublishFailure.NACKED
+        with pytest.raises(NotEnqueuedError) as many:
+            producer.enqueue_many([Full(n=2), Full(n=3)])
+        assert many.value.reason is PublishFailure.NACKED
+        assert len(many.value.not_enqueued) == 2
+    finally:
+        rabbitmqctl("clear_policy", "-p", vhost, policy)
+        delete_queues(FULL)

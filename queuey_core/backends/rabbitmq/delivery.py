@@ -261,6 +261,9 @@ _TRANSIENT = frozenset(
         PublishFailure.BLOCKED,
         PublishFailure.NO_CONFIRM,
         PublishFailure.CLOSED,
+        # A nack: measured on a cluster, a quorum queue nacks publishes for a few seconds
+        # while it elects a leader after a node's loss.
+        PublishFailure.NACKED,
     }
 )
 

@@ -114,7 +114,9 @@ class DirectPublisher:
                 f"on exchange {pub.exchange!r}"
             ) from exc
         except pika.exceptions.NackError as exc:
-            raise NotEnqueuedError("RabbitMQ refused the message (nack)") from exc
+            raise NotEnqueuedError(
+                "RabbitMQ refused the message (nack)", reason=PublishFailure.NACKED
+            ) from exc
         except pika.exceptions.ChannelClosedByBroker as exc:
             # It refused this publish (no such exchange, say) and closed the channel.
             self._channel = None

@@ -241,7 +241,11 @@ class PublisherLink(Link):
             if pub.future.done:
                 continue
             if not ok:
-                pub.fail(NotEnqueuedError("RabbitMQ refused the message (nack)"))
+                pub.fail(
+                    NotEnqueuedError(
+                        "RabbitMQ refused the message (nack)", reason=PublishFailure.NACKED
+                    )
+                )
             elif pub.returned is not None:
                 pub.fail(
                     UnroutableError(

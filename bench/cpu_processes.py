@@ -3,7 +3,7 @@
     QUEUEY_BENCH_URL=amqp://guest:guest@127.0.0.1:5672/%2F \\
         .venv/bin/python bench/cpu_processes.py [--jobs 200] [--rounds 1]
 
-Each job is a fixed amount of pure-Python work (about 0.1 s here), which holds the GIL:
+Each job is a fixed amount of pure-Python work (about 0.05 s on our machine), which holds the GIL:
 threads of one process cannot overlap it, processes can. Each run enqueues the batch,
 launches the worker, and stops the clock when the last job has finished (from the
 ledger the handler writes), so start-up counts. The two runs of a round follow each

@@ -101,6 +101,8 @@ def workers(
         print_json([s.model_dump(mode="json") for s in found])
     elif found:
         _show(found)
+        if len(found) > 1:
+            say(totals(found), to=err)
     if not found:
         chosen = "" if select.is_everyone else f" ({select.describe()})"
         say(f"no worker answered within {window:g}s{chosen}", to=err)
@@ -154,6 +156,25 @@ def _window(text: str) -> float:
     if seconds > MAX_TIMEOUT:
         raise usage(f"--timeout: at most {MAX_TIMEOUT:g}s (a live worker answers at once)")
     return seconds
+
+
+def totals(found: list[WorkerStatus]) -> str:
+    """One line adding the workers up (the children of ``--processes`` supervisors too,
+    each of which answers for itself): on stderr, so piped records stay records."""
+    children = [s for s in found if s.supervisor_pid is not None]
+    supervisors = {(s.host, s.supervisor_pid) for s in children}
+    grouped = (
+        f" ({len(children)} of them the processes of {len(supervisors)} --processes supervisors)"
+        if children
+        else ""
+    )
+    return (
+        f"total: {len(found)} workers{grouped}: running "
+        f"{sum(s.running for s in found)}/{sum(s.concurrency for s in found)}, "
+        f"succeeded {sum(s.succeeded for s in found)}, failed {sum(s.failed for s in found)}, "
+        f"dead letters {sum(s.dead_lettered for s in found)}, settle failures "
+        f"{sum(s.settle_failures for s in found)}, stuck {sum(s.stuck_job_threads for s in found)}"
+    )
 
 
 def _show(found: list[WorkerStatus]) -> None:

@@ -140,3 +140,31 @@ def test_json_is_the_documented_fields_exactly(offline: Path, fleet: MemoryBacke
         "child",
     }
     assert "evil\x1b[2J[red]host[/]" in [s["host"] for s in found], "JSON is exact"
+
+
+def test_several_workers_are_added_up_on_stderr(offline: Path, fleet: MemoryBackend) -> None:
+    code, printed, err = run("--config", str(offline), "workers")
+    assert code == 0
+    assert "total" not in printed, "piped records stay records"
+    [real] = [s for s in worker_statuses(fleet, timeout=0) if s.pid != 1]
+    assert f"total: 2 workers: running 0/{real.concurrency * 2}, succeeded 0, failed 0" in err
+
+
+def test_the_processes_of_a_supervisor_are_counted_as_such() -> None:
+    backend = MemoryBackend()
+    worker = Worker(backend, QueueSet([QueueConfig("default", prefetch=3)]), [])
+    running = start(worker, None)
+    try:
+        wait_for(lambda: len(worker_statuses(backend, timeout=0)) == 1)
+        [one] = worker_statuses(backend, timeout=0)
+    finally:
+        running.stop()
+    children = [
+        one.model_copy(update={"pid": pid, "supervisor_pid": 7, "child": pid - 10, "succeeded": 4})
+        for pid in (10, 11)
+    ]
+    line = workers_cli.totals([one, *children])
+    assert line.startswith(
+        "total: 3 workers (2 of them the processes of 1 --processes supervisors)"
+    )
+    assert "succeeded 8" in line

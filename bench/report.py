@@ -14,7 +14,9 @@ Rounds = list[dict[str, dict[str, Any]]]
 
 
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
-    """``median (min-max)``."""
+    """``median (min-max)``; n/a where nothing was measured (a NaN: a worker with
+    several processes reports no first job or running rate of its own)."""
+    values = [v for v in values if v == v]
     if not values:
         return "n/a"
     low, mid, high = (fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
@@ -178,6 +180,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
     ]
     colors = {
         "queuey": "#2f6fdf",
+        "queuey, 2 processes": "#1d4596",
         "dramatiq": "#e07b39",
         "celery": "#55a868",
         "raw pika": "#9aa5b1",
@@ -196,7 +199,10 @@ def draw(results: dict[str, Any], path: Path) -> None:
             capsize=4,
             color=[colors[s] for s in shown],
         )
-        ax.set_xticks(range(len(shown)), [s.replace(" confirmed", "\nconfirmed") for s in shown])
+        ax.set_xticks(
+            range(len(shown)),
+            [s.replace(" confirmed", "\nconfirmed").replace(", ", ",\n") for s in shown],
+        )
         for x, s in enumerate(shown):
             if s != "queuey":
                 rel = statistics.median(ratio(rounds, "queuey", s, key))

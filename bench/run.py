@@ -201,10 +201,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--io-jobs", type=int, default=6_400)
     parser.add_argument("--latency-seconds", type=float, default=4.0)
-    parser.add_argument("--redraw", action="store_true", help="Redraw from results.json.")
+    parser.add_argument("--redraw", action="store_true", help="Rewrite RESULTS.md and redraw from results.json.")
     args = parser.parse_args()
     if args.redraw:
-        report.draw(json.loads((HERE / "results.json").read_text()), HERE / "throughput.png")
+        kept = json.loads((HERE / "results.json").read_text())
+        (HERE / "RESULTS.md").write_text(report.markdown(kept))
+        report.draw(kept, HERE / "throughput.png")
         return
     peers = procs.have("dramatiq") and procs.have("celery")
     if not peers:

@@ -6,6 +6,7 @@ round), shown as the median and the min-max over rounds.
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ Rounds = list[dict[str, dict[str, Any]]]
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     """``median (min-max)``; n/a where nothing was measured (a NaN: a worker with
     several processes reports no first job or running rate of its own)."""
-    values = [v for v in values if v == v]
+    values = [v for v in values if not math.isnan(v)]
     if not values:
         return "n/a"
     low, mid, high = (fmt.format(v) for v in (min(values), statistics.median(values), max(values)))

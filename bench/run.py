@@ -201,7 +201,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--io-jobs", type=int, default=6_400)
     parser.add_argument("--latency-seconds", type=float, default=4.0)
-    parser.add_argument("--redraw", action="store_true", help="Rewrite RESULTS.md and redraw from results.json.")
+    parser.add_argument(
+        "--redraw", action="store_true", help="Rewrite RESULTS.md and redraw from results.json."
+    )
     args = parser.parse_args()
     if args.redraw:
         kept = json.loads((HERE / "results.json").read_text())

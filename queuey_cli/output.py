@@ -338,6 +338,20 @@ class JsonFormatter(logging.Formatter):
         return self._encoder.encode(data)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes, not the one it was made
+    with: a caller that swaps stderr (a test runner, an application embedding the
+    command line) may have closed that one by the time a worker thread logs."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """See :meth:`logging.StreamHandler.emit` (called under the handler's lock)."""
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def setup_logging(fmt: LogFormat, level: str) -> None:
     """Rich on a terminal, JSON lines otherwise (``auto``), on stderr."""
     if fmt is LogFormat.AUTO:
@@ -348,7 +362,7 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
         handler = _rich_handler()
         handler.setFormatter(LineFormatter(tracebacks=tracebacks))
     else:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
     # Neither format shows where a call was made from nor which process made it: do not
     # look them up for every record (the logging docs' "Optimization"; a worker logs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -186,3 +187,16 @@ class Running:
 
 def start(worker: Worker, time: ManualClock | _Waits | None) -> Running:
     return Running(worker, time)
+
+
+def counts_line(stderr: str) -> dict[str, int]:
+    """The counts an ``enqueue --file`` run printed: confirmed, unknown, refused, not sent,
+    and the total."""
+    match = re.search(
+        r": ([\d,]+) confirmed, ([\d,]+) unknown \(may or may not be enqueued\), "
+        r"([\d,]+) refused, ([\d,]+) not sent, of ([\d,]+) jobs",
+        stderr,
+    )
+    assert match, f"no counts in: {stderr}"
+    values = [int(g.replace(",", "")) for g in match.groups()]
+    return dict(zip(["confirmed", "unknown", "refused", "not sent", "total"], values, strict=True))

@@ -5,7 +5,6 @@ became of every line and writes the rest for a rerun."""
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from queuey_core import job_id_for
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import channel
+from tests.support import counts_line
 
 pytestmark = pytest.mark.integration
 
@@ -87,17 +87,6 @@ def job_ids_on_alpha() -> list[uuid.UUID]:
                 break
         ch.cancel()
     return ids
-
-
-def counts_line(stderr: str) -> dict[str, int]:
-    match = re.search(
-        r": ([\d,]+) confirmed, ([\d,]+) unknown \(may or may not be enqueued\), "
-        r"([\d,]+) refused, ([\d,]+) not sent, of ([\d,]+) jobs",
-        stderr,
-    )
-    assert match, f"no counts in: {stderr}"
-    values = [int(g.replace(",", "")) for g in match.groups()]
-    return dict(zip(["confirmed", "unknown", "refused", "not sent", "total"], values, strict=True))
 
 
 def write_jobs(path: Path, total: int) -> None:

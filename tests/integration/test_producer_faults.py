@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -36,7 +35,7 @@ from queuey_core import (
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration import own_node as own_node_module
 from tests.integration.own_node import OwnNode
-from tests.support import wait_for
+from tests.support import counts_line, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -245,18 +244,6 @@ prefetch = 1
 def queuey(config: Path, *args: str) -> list[str]:
     script = Path(sys.executable).with_name("queuey")
     return [str(script), "--config", str(config), "--log-format", "json", *args]
-
-
-def counts_line(stderr: str) -> dict[str, int]:
-    """The counts a --file run printed: confirmed, unknown, refused, not sent."""
-    match = re.search(
-        r": ([\d,]+) confirmed, ([\d,]+) unknown \(may or may not be enqueued\), "
-        r"([\d,]+) refused, ([\d,]+) not sent, of ([\d,]+) jobs",
-        stderr,
-    )
-    assert match, f"no counts in: {stderr}"
-    values = [int(g.replace(",", "")) for g in match.groups()]
-    return dict(zip(["confirmed", "unknown", "refused", "not sent", "total"], values, strict=True))
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ processed would come straight back, for ever).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -239,7 +240,12 @@ class RabbitDelivery(_Message):
                 # The broker is down, blocking publishers or closing: nothing is wrong with
                 # the message, so it goes back to its queue rather than to the dead
                 # letters. It comes back only after the publish waited out its timeout,
-                # so this is no hot loop; the worker's redelivery guard bounds it.
+                # so this is no hot loop; the worker's redelivery guard bounds it. A nack
+                # comes at once, though: wait before giving the message back, so that its
+                # redeliveries span a quorum queue's leader election (a few seconds)
+                # instead of using up the guard in milliseconds.
+                if isinstance(exc, NotEnqueuedError) and exc.reason is PublishFailure.NACKED:
+                    time.sleep(NACK_PAUSE)
                 self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True), settles=True)
                 raise BackendError(
                     f"could not publish the {what} ({safe_describe(exc)}); the original "
@@ -252,6 +258,10 @@ class RabbitDelivery(_Message):
             return
         self._ack()
 
+
+#: Seconds a job thread waits after a nacked replacement before the original goes back
+#: to its queue: the redelivery guard's 5 returns then cover about 10 s of refusals.
+NACK_PAUSE = 2.0
 
 #: Publish failures that say nothing about the message: the broker's state.
 _TRANSIENT = frozenset(

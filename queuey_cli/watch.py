@@ -11,8 +11,10 @@ asked again at each interval, until it answers or Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,18 +116,50 @@ def _sample(view: _View, take: Callable[[], Sample]) -> Sample | None:
     return sample
 
 
-def _live(view: _View, take: Callable[[], Sample]) -> None:
+class _CtrlC:
+    """Remembers a Ctrl-C as well as raising it. The KeyboardInterrupt can land inside
+    pika, where a cleanup that fails on the way out (closing a channel the broker is
+    closing) replaces it with a broker error, which the watch takes for a lost broker and
+    carries on; the flag ends the watch all the same."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """Handle SIGINT while the block runs, unless SIGINT is not Python's to handle
+        (ignored, as in a background job, or taken over by the embedding program)."""
+        mine = threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        )
+        previous = signal.signal(signal.SIGINT, self) if mine else None
+        try:
+            yield
+        finally:
+            if mine:
+                signal.signal(signal.SIGINT, previous)
+
+
+def _live(view: _View, take: Callable[[], Sample], ctrl_c: _CtrlC) -> None:
     with Live(view.table(), console=console_of(out), auto_refresh=False) as live:
         while True:
             _sample(view, take)
+            if ctrl_c.seen:
+                return
             live.update(view.table(), refresh=True)
             sleep(view.interval)
 
 
-def _plain(view: _View, take: Callable[[], Sample]) -> None:
+def _plain(view: _View, take: Callable[[], Sample], ctrl_c: _CtrlC) -> None:
     header = True
     while True:
         sample = _sample(view, take)
+        if ctrl_c.seen:
+            return
         if sample is None:
             say(view.trouble, to=err)
         else:
@@ -140,8 +174,10 @@ def _plain(view: _View, take: Callable[[], Sample]) -> None:
 def watch_queues(broker: Any, take: Callable[[], Sample], interval: float) -> None:
     """Show ``take()`` every ``interval`` seconds until Ctrl-C, then close ``broker``."""
     view = _View(interval)
+    ctrl_c = _CtrlC()
     try:
-        (_live if is_terminal() else _plain)(view, take)
+        with ctrl_c.installed():
+            (_live if is_terminal() else _plain)(view, take, ctrl_c)
     except KeyboardInterrupt:
         pass  # the way to stop watching: exit 0
     finally:

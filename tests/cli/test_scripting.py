@@ -8,6 +8,9 @@ CliRunner's stdout is not a terminal, so what it captures is the piped output.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -478,3 +481,43 @@ def test_terminal_tables_show_hostile_text_literally(
         assert shown in out, shown
     assert out.count("[red]reason[/red]") == len(HOSTILE)
     assert "\x1b" not in out
+
+
+class SwallowsCtrlC:
+    """A backend whose inspect is interrupted by Ctrl-C and turns it into a broker error,
+    as a failing channel close in pika's cleanup did: the watch must end all the same."""
+
+    def __init__(self, mem: MemoryBackend) -> None:
+        self.mem = mem
+        self.calls = 0
+        self.closes = 0
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        self.calls += 1
+        if self.calls == 2:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs here, well before this ends
+            except KeyboardInterrupt:
+                raise BackendError("NOT_FOUND - no queue 'queuey.delay.1'") from None
+            raise AssertionError("SIGINT did not interrupt the sample")
+        return self.mem.inspect(names)
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_watch_ends_on_ctrl_c_even_when_the_interrupt_is_turned_into_a_broker_error(
+    runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    swallows = SwallowsCtrlC(memory)
+    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: swallows)
+    watching(monkeypatch, Clock(stop_after=10, between=lambda n: None))
+    before = signal.getsignal(signal.SIGINT)
+    code, out, err = run(runner, config, "queues", "--watch", "--interval", "1")
+    assert code == 0, err
+    assert swallows.calls == 2, "no sample after the Ctrl-C"
+    assert "broker lost" not in err, "the swallowed Ctrl-C is no lost broker"
+    assert [r["name"] for r in tsv(out)] == ["there", "absent"]
+    assert swallows.closes == 1
+    assert signal.getsignal(signal.SIGINT) is before, "the handler is put back"

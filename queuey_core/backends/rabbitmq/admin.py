@@ -72,8 +72,7 @@ class Admin:
                     try:
                         return work(ch)
                     finally:
-                        if ch.is_open:
-                            ch.close()
+                        _close_quietly(ch)
                 except pika.exceptions.ChannelClosedByBroker as exc:
                     raise refused(exc) from exc
                 except (
@@ -231,8 +230,18 @@ def inspect(ch: BlockingChannel, names: Sequence[str]) -> Inspection:
         unroutable = count(topology.UNROUTABLE)
         return Inspection(queues, sum(found) if found else None, unroutable[0] if unroutable else 0)
     finally:
-        if current is not ch and current.is_open:
-            current.close()
+        if current is not ch:
+            _close_quietly(current)
+
+
+def _close_quietly(ch: BlockingChannel) -> None:
+    """Close ``ch`` if it is open, never raising: the work on it is done (or failed with
+    an error of its own, which a failing close must not replace: a Ctrl-C turned into
+    a "broker lost" kept ``queues --watch`` running), and a broken connection shows at
+    its next use."""
+    if ch.is_open:
+        with contextlib.suppress(pika.exceptions.AMQPError):
+            ch.close()
 
 
 def declare_ladder(ch: BlockingChannel) -> None:

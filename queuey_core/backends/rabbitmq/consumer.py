@@ -21,6 +21,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -219,8 +220,26 @@ class DeadLetterer:
                 logger.debug("undecodable message left to RabbitMQ", exc_info=True)
 
 
+#: How long a subscription waits for RabbitMQ to answer the opening of its channel, its
+#: basic.qos and its basic.consume before it tries again on a new channel. A broker busy
+#: bringing its queues back after a crash has been seen to leave a consumer unanswered,
+#: which left a worker connected and idle for good.
+ANSWER_TIMEOUT = 15.0
+#: The pause before a channel the broker closed is opened again: the first at once, then
+#: doubling up to the last (a refused consume must not turn into a hot loop).
+REOPEN_PAUSES = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
 class RabbitSubscription:
-    """A consumer of one queue on a channel of its own (prefetch is per consumer)."""
+    """A consumer of one queue on a channel of its own (prefetch is per consumer).
+
+    Once it has consumed, it keeps consuming across everything the broker does short of
+    cancelling it: a channel the broker closes is opened again (with a growing pause),
+    a queue missing after a recovery is asked for again until the link's
+    ``recovery_timeout`` (a restarting broker answers 404 for queues it has not brought
+    back yet), and a consume left unanswered for :data:`ANSWER_TIMEOUT` is tried again
+    on a new channel.
+    """
 
     def __init__(
         self, backend: RabbitMQBackend, link: ConsumerLink, config: QueueConfig, sink: Sink
@@ -237,6 +256,12 @@ class RabbitSubscription:
         self.started = threading.Event()
         self.start_error: QueueyError | None = None
         self._stopped = threading.Event()
+        # The link's thread only: the current attempt, whether it consumes, and how the
+        # broker has been refusing it.
+        self._attempt = 0
+        self._consuming = False
+        self._refusals = 0
+        self._missing_since: float | None = None
 
     @property
     def queue(self) -> str:
@@ -246,7 +271,42 @@ class RabbitSubscription:
     # -- the link's thread -------------------------------------------------------------
 
     def open_channel(self, conn: Any) -> None:
+        self._attempt += 1
+        self._consuming = False
+        attempt = self._attempt
         conn.channel(on_open_callback=self._channel_opened)
+        self.link.later(ANSWER_TIMEOUT, lambda: self._unanswered(attempt))
+
+    def _unanswered(self, attempt: int) -> None:
+        if attempt != self._attempt or self._consuming or not self.active:
+            return
+        conn = self.link.connection
+        if conn is None or not conn.is_open:
+            return  # the link opens every channel again once it reconnects
+        logger.warning(
+            "RabbitMQ did not answer the consumer of %s within %gs; trying on a new channel",
+            self.queue,
+            ANSWER_TIMEOUT,
+            extra={"queue": self.queue},
+        )
+        ch, self.channel = self.channel, None
+        if ch is not None and ch.is_open:
+            with contextlib.suppress(Exception):
+                ch.close()
+        self.open_channel(conn)
+
+    def _reopen_later(self) -> None:
+        pause = REOPEN_PAUSES[min(self._refusals, len(REOPEN_PAUSES) - 1)]
+        self._refusals += 1
+        attempt = self._attempt
+
+        def reopen() -> None:
+            conn = self.link.connection
+            # A reconnection in the meantime has opened a channel of its own.
+            if attempt == self._attempt and self.active and conn is not None and conn.is_open:
+                self.open_channel(conn)
+
+        self.link.later(pause, reopen)
 
     def _channel_opened(self, ch: Channel) -> None:
         if not self.active:
@@ -265,8 +325,15 @@ class RabbitSubscription:
         if not self.is_current(ch) or not self.active:
             return
         self.consumer_tag = ch.basic_consume(
-            self.config.name, self._message, callback=lambda _f: self.started.set()
+            self.config.name, self._message, callback=lambda _f: self._consume_ok(ch)
         )
+
+    def _consume_ok(self, ch: Channel) -> None:
+        if self.is_current(ch):
+            self._consuming = True
+            self._refusals = 0
+            self._missing_since = None
+        self.started.set()
 
     def _message(
         self, ch: Channel, method: Basic.Deliver, props: BasicProperties, body: bytes
@@ -315,7 +382,7 @@ class RabbitSubscription:
         if not self.active:
             return
         if isinstance(reason, pika.exceptions.ChannelClosedByBroker):
-            if reason.reply_code == 404:
+            if reason.reply_code == 404 and self._gone_for_good():
                 error = ConsumerStoppedError(self.queue, f"the queue does not exist ({reason})")
                 self.start_error = error
                 self.end(error)
@@ -327,9 +394,19 @@ class RabbitSubscription:
                 reason,
                 extra={"queue": self.queue},
             )
-            conn = self.link.connection
-            if conn is not None and conn.is_open:
-                self.open_channel(conn)
+            self._reopen_later()
+
+    def _gone_for_good(self) -> bool:
+        """Whether a 404 on subscribing ends the subscription. Before it ever consumed,
+        yes: the queue was declared just before. After, only once it has lasted the
+        link's recovery_timeout: a broker restarting says 404 for a durable queue until
+        it has brought it back."""
+        if not self.started.is_set():
+            return True
+        now = time.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        return now - self._missing_since >= self.link.recovery_timeout
 
     def _cancelled_by_broker(self, frame: Any) -> None:
         self.end(

@@ -185,6 +185,19 @@ class Link:
             self.submit(run)
         return result
 
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the link's thread in ``delay`` seconds (from the link's thread).
+
+        The IOLoop outlives reconnections, so ``fn`` runs whatever the connection does
+        meanwhile; it checks for itself whether it still applies.
+        """
+        self._ioloop.call_later(delay, fn)
+
+    @property
+    def recovery_timeout(self) -> float:
+        """How long the link keeps trying to get a lost connection back."""
+        return self._recovery_timeout
+
     def on_own_thread(self) -> bool:
         """Whether the caller is the link's own thread."""
         return threading.current_thread() is self._thread

@@ -121,9 +121,10 @@ def render(
         f"`bench/profile.py`, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit "
         f"{commit()}: a `queuey worker --concurrency {THREADS}` (prefetch 16) draining "
         f"{args.jobs:,} no-op jobs, sampled from its first job on by `py-spy record --gil "
-        f"--nonblocking --rate {args.rate}`: {total:,} samples of the thread holding the GIL. Under sampling "
-        f"it took {took:.1f} s and {cpu / max(args.jobs, 1) * 1e6:.0f} us of CPU a job; the "
-        "shares are the result, not the rates.",
+        f"--nonblocking --rate {args.rate}`: {total:,} samples of the thread holding the "
+        f"GIL. Under sampling it took {took:.1f} s and "
+        f"{cpu / max(args.jobs, 1) * 1e6:.0f} us of CPU a job; the shares are the result, "
+        "not the rates.",
         "",
         "| step of a job's path (inclusive) | share of GIL samples |",
         "|---|---|",

@@ -86,6 +86,23 @@ def reopenings(caplog: pytest.LogCaptureFixture) -> int:
     return sum("closed a consumer channel" in r.getMessage() for r in caplog.records)
 
 
+def delete_while_away() -> None:
+    """Delete the queue while the consumer is kept from it (it is refused reading)."""
+    allow(read="^$")
+    kick()
+    rabbitmqctl("delete_queue", "-p", VHOST, QUEUE)
+    allow()
+
+
+def assert_consumes(backend: RabbitMQBackend, items: queue.SimpleQueue[object], name: str) -> None:
+    """A job published now reaches the consumer."""
+    send(backend, name)
+    got = next_item(items, 15)
+    assert isinstance(got, RabbitDelivery), got
+    assert got.envelope.payload == {"name": name}
+    got.ack()
+
+
 def not_found(caplog: pytest.LogCaptureFixture) -> int:
     return sum("NOT_FOUND" in r.getMessage() for r in caplog.records)
 
@@ -104,10 +121,7 @@ def subscribed(recovery_timeout: float) -> tuple[RabbitMQBackend, queue.SimpleQu
     backend = RabbitMQBackend(URL, recovery_timeout=recovery_timeout, publish_timeout=10)
     items: queue.SimpleQueue[object] = queue.SimpleQueue()
     backend.consume(QueueConfig(QUEUE, prefetch=4), items.put)
-    send(backend, "before")
-    got = next_item(items, 10)
-    assert isinstance(got, RabbitDelivery)
-    got.ack()
+    assert_consumes(backend, items, "before")
     return backend, items
 
 
@@ -125,11 +139,7 @@ def test_a_refused_consume_is_tried_again_with_pauses_until_the_broker_serves_it
         # The pauses grow 0.2, 0.5, 1, 2 s from here: a few in 3 s, never a hot loop.
         assert reopenings(caplog) - before <= 6, reopenings(caplog) - before
         allow()
-        send(backend, "after")
-        got = next_item(items, 15)
-        assert isinstance(got, RabbitDelivery), got
-        assert got.envelope.payload == {"name": "after"}
-        got.ack()
+        assert_consumes(backend, items, "after")
     finally:
         backend.close()
 
@@ -140,18 +150,11 @@ def test_a_queue_missing_after_a_recovery_is_asked_for_until_it_is_back(
     caplog.set_level(logging.WARNING, logger="queuey_core.backends.rabbitmq.consumer")
     backend, items = subscribed(recovery_timeout=60)
     try:
-        allow(read="^$")  # keep it from consuming while the queue goes
-        kick()
-        rabbitmqctl("delete_queue", "-p", VHOST, QUEUE)
-        allow()  # now it is answered 404, as a durable queue not yet recovered is
+        delete_while_away()  # now it is answered 404, as a durable queue not yet recovered is
         assert until(lambda: not_found(caplog) >= 2, 30), "asked again after a 404"
         assert next_item(items, 0) is None, "no ConsumerEnded: the queue may come back"
         declare()
-        send(backend, "back")
-        got = next_item(items, 15)
-        assert isinstance(got, RabbitDelivery), got
-        assert got.envelope.payload == {"name": "back"}
-        got.ack()
+        assert_consumes(backend, items, "back")
     finally:
         backend.close()
 
@@ -159,10 +162,7 @@ def test_a_queue_missing_after_a_recovery_is_asked_for_until_it_is_back(
 def test_a_queue_missing_past_the_recovery_timeout_ends_the_consumer(vhost: None) -> None:
     backend, items = subscribed(recovery_timeout=2)
     try:
-        allow(read="^$")
-        kick()
-        rabbitmqctl("delete_queue", "-p", VHOST, QUEUE)
-        allow()
+        delete_while_away()
         ended = next_item(items, 20)
         assert isinstance(ended, ConsumerEnded), ended
         assert "does not exist" in str(ended.error)

@@ -34,7 +34,6 @@ from queuey_core.envelope import (
     EncodedEnvelope,
     Envelope,
     _first_error,
-    encode_first_attempt,
     json_string,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
@@ -211,20 +210,15 @@ class Producer:
         made here. The others are encoded straight from the job's own JSON, which is
         what makes a batch fast: no model to build and validate per job.
         """
-        kinds: dict[type[Job], tuple[str, str, bytes, bytes, int]] = {}
+        kinds: dict[type[Job], tuple[str, str, tuple[bytes, bytes], int]] = {}
         wall_ms = self._clock.wall_ms
         out: list[EncodedEnvelope] = []
         for job, key in zip(jobs, ids, strict=True):
             kind = kinds.get(type(job))
             if kind is None:
                 env = self.envelope(job, priority=priority, job_id=key)
-                kinds[type(job)] = (
-                    env.job_type,
-                    env.queue,
-                    json_string(env.job_type),
-                    json_string(env.queue),
-                    env.priority,
-                )
+                names = (json_string(env.job_type), json_string(env.queue))
+                kinds[type(job)] = (env.job_type, env.queue, names, env.priority)
                 out.append(
                     EncodedEnvelope(
                         env.job_id,
@@ -236,13 +230,21 @@ class Producer:
                     )
                 )
                 continue
-            name, queue, name_json, queue_json, prio = kind
-            job_id = uuid.uuid4() if key is None else job_id_for(key)
-            at = wall_ms()
-            body = encode_first_attempt(
-                str(job_id), name_json, queue_json, prio, at, job.model_dump_json().encode()
+            name, queue, names, prio = kind
+            # The body and a random id are left to the backend (see EncodedEnvelope):
+            # what can fail (the id given, the payload's JSON) is done here, before any
+            # job of the batch is published.
+            out.append(
+                EncodedEnvelope(
+                    None if key is None else job_id_for(key),
+                    name,
+                    queue,
+                    prio,
+                    wall_ms(),
+                    names=names,
+                    payload=job.__pydantic_serializer__.to_json(job),
+                )
             )
-            out.append(EncodedEnvelope(job_id, name, queue, prio, at, body))
         return out
 
 

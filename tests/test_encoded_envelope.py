@@ -145,3 +145,13 @@ def test_enqueue_many_hands_a_backend_that_takes_them_encoded_bodies() -> None:
     ids = producer.enqueue_many([Tricky(text=str(i)) for i in range(5)])
     assert [e.job_id for e in backend.batches[0]] == ids
     assert backend.pending("prio.q") == 5
+
+
+def test_an_encoded_envelope_draws_its_id_once_and_writes_it_into_its_body() -> None:
+    encoded = encoded_by_producer([Tricky(text="a"), Tricky(text="b")], [None, None], None)
+    lazy = encoded[1]
+    first = lazy.job_id
+    assert lazy.job_id == first, "the id is drawn once"
+    assert lazy.message_id == str(first)
+    assert Envelope.decode(lazy.body).job_id == first, "the body carries the same id"
+    assert lazy.body is lazy.encode(), "the body is written once"

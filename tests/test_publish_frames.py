@@ -87,7 +87,15 @@ def test_the_frames_of_an_encoded_message_are_pikas(
     exchange: str,
     routing_key: str,
 ) -> None:
-    pub = pub_for(exchange, routing_key, envelope._replace(body=body))
+    envelope = EncodedEnvelope(
+        envelope.job_id,
+        envelope.job_type,
+        envelope.queue,
+        envelope.priority,
+        envelope.enqueued_at,
+        body,
+    )
+    pub = pub_for(exchange, routing_key, envelope)
     assert pub.props is None, "the hot path builds no pika properties"
     assert pub.header is not None, "the hot path encodes its properties up front"
     assert pub.message_id == str(envelope.job_id), "returns are matched by message id"

@@ -80,6 +80,7 @@ class Pub:
         job_id: uuid.UUID | None = None,
         *,
         header: bytes | None = None,
+        message_id: str | None = None,
     ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
@@ -89,7 +90,8 @@ class Pub:
         #: The properties already encoded (:func:`encoded_properties`), for a message
         #: built without ``props``; only the publisher link sends such a message.
         self.header = header
-        self.message_id = props.message_id if props is not None else str(job_id)
+        #: What a return (``mandatory``) is matched by: the properties' message id.
+        self.message_id = message_id if props is None else props.message_id
         self.future: Result[None] = Result()
         self.returned: str | None = None
         #: Handed to a connection at least once: it may be on the broker.
@@ -187,7 +189,7 @@ class PublisherLink(Link):
             self._pending[self._next_tag] = pub
             self._next_tag += 1
         if frames:
-            # Counts bytes and frames as pika's own publish does (heartbeats read them).
+            # Through pika's own output, which counts the bytes its heartbeat checker reads.
             conn._output_marshaled_frames([b"".join(frames)])
 
     def _frames(self, number: int, body_max: int, pub: Pub) -> bytes:
@@ -363,6 +365,7 @@ def pub_for(exchange: str, routing_key: str, envelope: Envelope | EncodedEnvelop
             None,
             envelope.job_id,
             header=encoded_properties(envelope),
+            message_id=envelope.message_id,
         )
     return Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
 
@@ -404,7 +407,7 @@ def encoded_properties(envelope: EncodedEnvelope) -> bytes:
     return b"".join(
         (
             before,
-            str(envelope.job_id).encode(),
+            envelope.message_id.encode(),
             _TIMESTAMP.pack(envelope.enqueued_at // 1000),
             after,
         )

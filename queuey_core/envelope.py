@@ -191,6 +191,7 @@ class EncodedEnvelope:
 
     __slots__ = (
         "_body",
+        "_entropy",
         "_id",
         "_names",
         "_payload",
@@ -212,13 +213,18 @@ class EncodedEnvelope:
         *,
         names: tuple[bytes, bytes] | None = None,
         payload: bytes | None = None,
+        entropy: bytes | None = None,
     ) -> None:
         """``body`` as it is, or one written from ``payload`` (the job's JSON) and
         ``names`` (:func:`json_string` of the job type and the queue); ``job_id`` None
-        draws a random one."""
+        makes a random (version 4) one from ``entropy`` (16 random bytes, drawn for a
+        whole batch at once), else from its own."""
         if body is None and (names is None or payload is None):
             raise TypeError("an EncodedEnvelope takes its body, or its payload and names")
+        if job_id is None and entropy is not None and len(entropy) != 16:
+            raise ValueError("a job id takes 16 bytes of entropy")
         self._id = job_id
+        self._entropy = entropy
         self._text: str | None = None
         self._body = body
         self._names = names
@@ -232,7 +238,14 @@ class EncodedEnvelope:
     def job_id(self) -> uuid.UUID:
         job_id = self._id
         if job_id is None:
-            job_id = self._id = uuid.uuid4()
+            entropy = self._entropy
+            if entropy is None:
+                job_id = uuid.uuid4()
+            else:
+                # What uuid4() makes of os.urandom(16), at half its cost.
+                bits = int.from_bytes(entropy, "big")
+                job_id = uuid.UUID(int=(bits & _V4_KEEP) | _V4_SET)
+            self._id = job_id
         return job_id
 
     @property
@@ -266,6 +279,11 @@ class EncodedEnvelope:
 
     def __repr__(self) -> str:
         return f"EncodedEnvelope({self.job_type!r}, queue={self.queue!r}, id={self._id})"
+
+
+#: A version 4 UUID's version and variant bits, as uuid.UUID(version=4) sets them.
+_V4_KEEP = ~((0xC000 << 48) | (0xF000 << 64))
+_V4_SET = (0x8000 << 48) | (4 << 76)
 
 
 def json_string(value: str) -> bytes:

@@ -22,6 +22,7 @@ broker, so a handler can recognise the duplicate.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -212,8 +213,10 @@ class Producer:
         """
         kinds: dict[type[Job], tuple[str, str, tuple[bytes, bytes], int]] = {}
         wall_ms = self._clock.wall_ms
+        # The random ids' bytes in one read of the OS's random source, not one per job.
+        entropy = os.urandom(16 * len(jobs))
         out: list[EncodedEnvelope] = []
-        for job, key in zip(jobs, ids, strict=True):
+        for i, (job, key) in enumerate(zip(jobs, ids, strict=True)):
             kind = kinds.get(type(job))
             if kind is None:
                 env = self.envelope(job, priority=priority, job_id=key)
@@ -243,6 +246,7 @@ class Producer:
                     wall_ms(),
                     names=names,
                     payload=job.__pydantic_serializer__.to_json(job),
+                    entropy=entropy[16 * i : 16 * i + 16],
                 )
             )
         return out

@@ -127,3 +127,12 @@ def test_a_body_is_split_as_pika_splits_it_under_the_default_frame_max() -> None
     ours = publish_frames(1, body_max, method_of(1, pub), pub)
     assert ours == pika_frames(1, body_max, pub, properties(envelope))
     assert ours.count(b"\x03\x00\x01") >= 3, "a 300 kB body takes three body frames"
+
+
+def test_an_encoded_envelope_amqp_cannot_label_falls_back_to_pika_properties() -> None:
+    # The producer's checks rule this out; if one came, the link must fail it alone.
+    envelope = EncodedEnvelope(uuid.uuid4(), "t" * 300, "q", 0, 0, b"{}")
+    pub = pub_for("", "q", envelope)
+    assert pub.header is None, "no spliced properties for a type over 255 bytes"
+    assert pub.props is not None
+    assert pub.message_id == str(envelope.job_id)

@@ -5,7 +5,8 @@ confirmed, republishing what the broker had not confirmed after a recovery (and 
 it: :attr:`PublisherLink.republished`), holding messages back while the broker blocks
 publishers, knowing of each message whether it was ever handed to the connection
 (:attr:`Pub.sent`), mapping a broker's return (``mandatory``) or nack to an error for that
-one message, and the AMQP properties every queuey message carries.
+one message, the AMQP properties every queuey message carries, and marshalling each batch's
+frames itself (byte for byte what pika's ``basic_publish`` writes, in one write).
 Must never: report a message as published before the broker confirmed it; report one as
 not enqueued once it was handed to the connection; send (or republish) a message its
 sender gave up on; drop a message silently; let a message that cannot be encoded fail
@@ -358,15 +359,22 @@ def properties(
 def pub_for(exchange: str, routing_key: str, envelope: Envelope | EncodedEnvelope) -> Pub:
     """The message of ``envelope``; one already encoded skips building pika's properties."""
     if isinstance(envelope, EncodedEnvelope):
-        return Pub(
-            exchange,
-            routing_key,
-            envelope.body,
-            None,
-            envelope.job_id,
-            header=encoded_properties(envelope),
-            message_id=envelope.message_id,
-        )
+        try:
+            header = encoded_properties(envelope)
+        except ValueError:
+            # A name or priority AMQP cannot carry (the producer's checks rule them
+            # out): pika's properties, which the link fails alone, not the whole batch.
+            pass
+        else:
+            return Pub(
+                exchange,
+                routing_key,
+                envelope.body,
+                None,
+                envelope.job_id,
+                header=header,
+                message_id=envelope.message_id,
+            )
     return Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
 
 

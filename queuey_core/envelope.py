@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any, NamedTuple, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import to_json
@@ -177,20 +177,97 @@ class Envelope(BaseModel):
             ) from exc
 
 
-class EncodedEnvelope(NamedTuple):
-    """A first-attempt envelope already encoded: the hot path of ``enqueue_many``.
+class EncodedEnvelope:
+    """A first-attempt envelope, checked, its body written on demand: ``enqueue_many``'s
+    hot path.
 
     Carries what a backend routes and labels a message by, and the body a real
     :class:`Envelope` would encode to (:func:`encode_first_attempt`): building and
-    validating a model per job costs more than the rest of a publish.
+    validating a model per job costs more than the rest of a publish. Made from a
+    payload already serialized (the part that can fail), it writes its body, and draws
+    its random id, only when first asked: a backend then sends a batch's first messages
+    while the rest are still being written, instead of after all of them.
     """
 
-    job_id: uuid.UUID
-    job_type: str
-    queue: str
-    priority: int
-    enqueued_at: int
-    body: bytes
+    __slots__ = (
+        "_body",
+        "_entropy",
+        "_id",
+        "_names",
+        "_payload",
+        "_text",
+        "enqueued_at",
+        "job_type",
+        "priority",
+        "queue",
+    )
+
+    def __init__(
+        self,
+        job_id: uuid.UUID | None,
+        job_type: str,
+        queue: str,
+        priority: int,
+        enqueued_at: int,
+        body: bytes | None = None,
+        *,
+        names: tuple[bytes, bytes] | None = None,
+        payload: bytes | None = None,
+        entropy: bytes | None = None,
+    ) -> None:
+        """``body`` as it is, or one written from ``payload`` (the job's JSON) and
+        ``names`` (:func:`json_string` of the job type and the queue); ``job_id`` None
+        makes a random (version 4) one from ``entropy`` (16 random bytes, drawn for a
+        whole batch at once), else from its own."""
+        if body is None and (names is None or payload is None):
+            raise TypeError("an EncodedEnvelope takes its body, or its payload and names")
+        if job_id is None and entropy is not None and len(entropy) != 16:
+            raise ValueError("a job id takes 16 bytes of entropy")
+        self._id = job_id
+        self._entropy = entropy
+        self._text: str | None = None
+        self._body = body
+        self._names = names
+        self._payload = payload
+        self.job_type = job_type
+        self.queue = queue
+        self.priority = priority
+        self.enqueued_at = enqueued_at
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        job_id = self._id
+        if job_id is None:
+            entropy = self._entropy
+            if entropy is None:
+                job_id = uuid.uuid4()
+            else:
+                # What uuid4() makes of os.urandom(16), at half its cost.
+                bits = int.from_bytes(entropy, "big")
+                job_id = uuid.UUID(int=(bits & _V4_KEEP) | _V4_SET)
+            self._id = job_id
+        return job_id
+
+    @property
+    def message_id(self) -> str:
+        """The job id's text, as the body and the message's properties carry it."""
+        text = self._text
+        if text is None:
+            text = self._text = str(self.job_id)
+        return text
+
+    @property
+    def body(self) -> bytes:
+        body = self._body
+        if body is None:
+            # __init__ made sure of both
+            assert self._names is not None
+            assert self._payload is not None
+            job_type, queue = self._names
+            body = self._body = encode_first_attempt(
+                self.message_id, job_type, queue, self.priority, self.enqueued_at, self._payload
+            )
+        return body
 
     def encode(self) -> bytes:
         """The body, as :meth:`Envelope.encode` would give it."""
@@ -199,6 +276,14 @@ class EncodedEnvelope(NamedTuple):
     def envelope(self) -> Envelope:
         """The model, for a backend that keeps models."""
         return Envelope.decode(self.body)
+
+    def __repr__(self) -> str:
+        return f"EncodedEnvelope({self.job_type!r}, queue={self.queue!r}, id={self._id})"
+
+
+#: A version 4 UUID's version and variant bits, as uuid.UUID(version=4) sets them.
+_V4_KEEP = ~((0xC000 << 48) | (0xF000 << 64))
+_V4_SET = (0x8000 << 48) | (4 << 76)
 
 
 def json_string(value: str) -> bytes:

@@ -22,6 +22,7 @@ broker, so a handler can recognise the duplicate.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -34,7 +35,6 @@ from queuey_core.envelope import (
     EncodedEnvelope,
     Envelope,
     _first_error,
-    encode_first_attempt,
     json_string,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
@@ -211,20 +211,17 @@ class Producer:
         made here. The others are encoded straight from the job's own JSON, which is
         what makes a batch fast: no model to build and validate per job.
         """
-        kinds: dict[type[Job], tuple[str, str, bytes, bytes, int]] = {}
+        kinds: dict[type[Job], tuple[str, str, tuple[bytes, bytes], int]] = {}
         wall_ms = self._clock.wall_ms
+        # The random ids' bytes in one read of the OS's random source, not one per job.
+        entropy = os.urandom(16 * len(jobs))
         out: list[EncodedEnvelope] = []
-        for job, key in zip(jobs, ids, strict=True):
+        for i, (job, key) in enumerate(zip(jobs, ids, strict=True)):
             kind = kinds.get(type(job))
             if kind is None:
                 env = self.envelope(job, priority=priority, job_id=key)
-                kinds[type(job)] = (
-                    env.job_type,
-                    env.queue,
-                    json_string(env.job_type),
-                    json_string(env.queue),
-                    env.priority,
-                )
+                names = (json_string(env.job_type), json_string(env.queue))
+                kinds[type(job)] = (env.job_type, env.queue, names, env.priority)
                 out.append(
                     EncodedEnvelope(
                         env.job_id,
@@ -236,13 +233,22 @@ class Producer:
                     )
                 )
                 continue
-            name, queue, name_json, queue_json, prio = kind
-            job_id = uuid.uuid4() if key is None else job_id_for(key)
-            at = wall_ms()
-            body = encode_first_attempt(
-                str(job_id), name_json, queue_json, prio, at, job.model_dump_json().encode()
+            name, queue, names, prio = kind
+            # The body and a random id are left to the backend (see EncodedEnvelope):
+            # what can fail (the id given, the payload's JSON) is done here, before any
+            # job of the batch is published.
+            out.append(
+                EncodedEnvelope(
+                    None if key is None else job_id_for(key),
+                    name,
+                    queue,
+                    prio,
+                    wall_ms(),
+                    names=names,
+                    payload=job.__pydantic_serializer__.to_json(job),
+                    entropy=entropy[16 * i : 16 * i + 16],
+                )
             )
-            out.append(EncodedEnvelope(job_id, name, queue, prio, at, body))
         return out
 
 

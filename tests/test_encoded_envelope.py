@@ -145,3 +145,30 @@ def test_enqueue_many_hands_a_backend_that_takes_them_encoded_bodies() -> None:
     ids = producer.enqueue_many([Tricky(text=str(i)) for i in range(5)])
     assert [e.job_id for e in backend.batches[0]] == ids
     assert backend.pending("prio.q") == 5
+
+
+def test_an_encoded_envelope_draws_its_id_once_and_writes_it_into_its_body() -> None:
+    encoded = encoded_by_producer([Tricky(text="a"), Tricky(text="b")], [None, None], None)
+    lazy = encoded[1]
+    first = lazy.job_id
+    assert lazy.job_id == first, "the id is drawn once"
+    assert lazy.message_id == str(first)
+    assert Envelope.decode(lazy.body).job_id == first, "the body carries the same id"
+    assert lazy.body is lazy.encode(), "the body is written once"
+
+
+def test_random_ids_from_a_batch_s_entropy_are_version_4_and_distinct() -> None:
+    jobs: list[Job] = [Tricky(text=str(i)) for i in range(500)]
+    encoded = encoded_by_producer(jobs, [None] * len(jobs), None)
+    ids = [env.job_id for env in encoded]
+    assert len(set(ids)) == len(ids), "distinct"
+    assert {i.version for i in ids} == {4}, "version 4, as uuid4() makes them"
+    assert {i.variant for i in ids} == {uuid.RFC_4122}
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_an_id_from_entropy_is_what_uuid4_makes_of_the_same_bytes(entropy: bytes) -> None:
+    env = EncodedEnvelope(
+        None, "t", "q", 0, 0, names=(b'"t"', b'"q"'), payload=b"{}", entropy=entropy
+    )
+    assert env.job_id == uuid.UUID(bytes=entropy, version=4)

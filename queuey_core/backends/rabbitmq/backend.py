@@ -50,6 +50,7 @@ from queuey_core.backends.rabbitmq.publisher import (
     PublisherLink,
     check_encodable,
     properties,
+    pub_for,
 )
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
@@ -224,7 +225,7 @@ class RabbitMQBackend:
         # confirms; wait for every confirm only at the end.
         for start in range(0, len(items), _CHUNK):
             chunk = [
-                Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
+                pub_for(exchange, routing_key, envelope)
                 for (envelope, _), (exchange, routing_key) in zip(
                     items[start : start + _CHUNK], routes[start : start + _CHUNK], strict=True
                 )

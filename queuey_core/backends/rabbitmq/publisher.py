@@ -5,7 +5,8 @@ confirmed, republishing what the broker had not confirmed after a recovery (and 
 it: :attr:`PublisherLink.republished`), holding messages back while the broker blocks
 publishers, knowing of each message whether it was ever handed to the connection
 (:attr:`Pub.sent`), mapping a broker's return (``mandatory``) or nack to an error for that
-one message, and the AMQP properties every queuey message carries.
+one message, the AMQP properties every queuey message carries, and marshalling each batch's
+frames itself (byte for byte what pika's ``basic_publish`` writes, in one write).
 Must never: report a message as published before the broker confirmed it; report one as
 not enqueued once it was handed to the connection; send (or republish) a message its
 sender gave up on; drop a message silently; let a message that cannot be encoded fail
@@ -15,12 +16,15 @@ anything but itself.
 from __future__ import annotations
 
 import collections
+import functools
+import struct
 import threading
 import uuid
 from typing import Any
 
 import pika
 import pika.exceptions
+from pika import frame, spec
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
@@ -35,6 +39,17 @@ from queuey_core.errors import (
     UnroutableError,
 )
 
+#: A frame's type, channel, size and end octet around its payload.
+FRAME_OVERHEAD = spec.FRAME_HEADER_SIZE + spec.FRAME_END_SIZE
+
+#: Marshalled Basic.Publish methods a link keeps (one per channel, exchange and key).
+_METHODS_KEPT = 1024
+
+_FRAME = struct.Struct(">BHI")
+_CONTENT = struct.Struct(">HxxQ")
+_END = bytes([spec.FRAME_END])
+_TIMESTAMP = struct.Struct(">Q")
+
 #: Channel-closing replies that refuse the publish that caused them (no such exchange,
 #: access refused, precondition failed such as a message too large).
 REFUSALS = {403, 404, 406}
@@ -48,7 +63,9 @@ class Pub:
         "exchange",
         "future",
         "given_up",
+        "header",
         "job_id",
+        "message_id",
         "props",
         "returned",
         "routing_key",
@@ -60,14 +77,22 @@ class Pub:
         exchange: str,
         routing_key: str,
         body: bytes,
-        props: BasicProperties,
+        props: BasicProperties | None,
         job_id: uuid.UUID | None = None,
+        *,
+        header: bytes | None = None,
+        message_id: str | None = None,
     ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.body = body
         self.props = props
         self.job_id = job_id
+        #: The properties already encoded (:func:`encoded_properties`), for a message
+        #: built without ``props``; only the publisher link sends such a message.
+        self.header = header
+        #: What a return (``mandatory``) is matched by: the properties' message id.
+        self.message_id = message_id if props is None else props.message_id
         self.future: Result[None] = Result()
         self.returned: str | None = None
         #: Handed to a connection at least once: it may be on the broker.
@@ -90,6 +115,8 @@ class PublisherLink(Link):
         # iteration would skip every slot freed before it).
         self._pending: collections.OrderedDict[int, Pub] = collections.OrderedDict()
         self._next_tag = 1
+        # The marshalled Basic.Publish of each (channel, exchange, routing key) in use.
+        self._methods: dict[tuple[int, str, str], bytes] = {}
         # Guards Pub.sent and Pub.given_up between the link's thread and the senders.
         self._handover = threading.Lock()
         #: The broker has told this connection it blocks publishers (memory or disk
@@ -129,8 +156,11 @@ class PublisherLink(Link):
 
     def _flush(self) -> None:
         ch = self._channel
+        conn = self._conn
         if ch is None or not ch.is_open or self.blocked or not self._unsent:
             return
+        if conn is None or not conn.is_open:
+            return  # the channel hears of it next: what is unsent goes on the next one
         with self._handover:
             batch = [pub for pub in self._unsent if not pub.given_up]
             self._unsent.clear()
@@ -138,19 +168,18 @@ class PublisherLink(Link):
                 if pub.sent:
                     self.republished += 1
                 pub.sent = True
-        for i, pub in enumerate(batch):
+        # The whole batch as one write: pika's basic_publish marshals every frame through
+        # generic code and writes each of a message's three frames apart, which cost the
+        # link's thread more than the caller spent building the message.
+        frames: list[bytes] = []
+        number = ch.channel_number
+        body_max = conn.params.frame_max - FRAME_OVERHEAD
+        for pub in batch:
             try:
-                ch.basic_publish(pub.exchange, pub.routing_key, pub.body, pub.props, mandatory=True)
-            except (
-                pika.exceptions.ChannelWrongStateError,
-                pika.exceptions.ConnectionWrongStateError,
-            ):
-                # The channel is going away: the rest goes again on the next one.
-                self._unsent.extendleft(reversed(batch[i:]))
-                return
+                frames.append(self._frames(number, body_max, pub))
             except Exception as exc:
-                # pika marshals the whole message before it writes a byte: nothing of
-                # this one went out, and the channel is as it was.
+                # Marshalled before anything is written: nothing of this one goes out,
+                # and the channel is as it was.
                 pub.fail(
                     NotEnqueuedError(
                         f"the message could not be encoded for AMQP: {describe(exc)}",
@@ -160,6 +189,23 @@ class PublisherLink(Link):
                 continue
             self._pending[self._next_tag] = pub
             self._next_tag += 1
+        if frames:
+            # Through pika's own output, which counts the bytes its heartbeat checker reads.
+            conn._output_marshaled_frames([b"".join(frames)])
+
+    def _frames(self, number: int, body_max: int, pub: Pub) -> bytes:
+        """``pub`` as pika's ``basic_publish`` (mandatory) would marshal it, in one piece."""
+        key = (number, pub.exchange, pub.routing_key)
+        method = self._methods.get(key)
+        if method is None:
+            publish = Basic.Publish(
+                exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True
+            )
+            method = frame.Method(number, publish).marshal()
+            if len(self._methods) >= _METHODS_KEPT:
+                self._methods.clear()
+            self._methods[key] = method
+        return publish_frames(number, body_max, method, pub)
 
     def on_open(self, conn: Any) -> None:
         self.blocked = False
@@ -219,7 +265,7 @@ class PublisherLink(Link):
         self, ch: Channel, method: Basic.Return, props: BasicProperties, body: bytes
     ) -> None:
         for pub in self._pending.values():
-            if pub.returned is None and pub.props.message_id == props.message_id:
+            if pub.returned is None and pub.message_id == props.message_id:
                 pub.returned = f"{method.reply_code} {method.reply_text}"
                 return
 
@@ -310,6 +356,100 @@ def properties(
     )
 
 
+def pub_for(exchange: str, routing_key: str, envelope: Envelope | EncodedEnvelope) -> Pub:
+    """The message of ``envelope``; one already encoded skips building pika's properties."""
+    if isinstance(envelope, EncodedEnvelope):
+        try:
+            header = encoded_properties(envelope)
+        except ValueError:
+            # A name or priority AMQP cannot carry (the producer's checks rule them
+            # out): pika's properties, which the link fails alone, not the whole batch.
+            pass
+        else:
+            return Pub(
+                exchange,
+                routing_key,
+                envelope.body,
+                None,
+                envelope.job_id,
+                header=header,
+                message_id=envelope.message_id,
+            )
+    return Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
+
+
+def publish_frames(number: int, body_max: int, method: bytes, pub: Pub) -> bytes:
+    """The frames of ``pub`` on channel ``number`` after its marshalled ``method``.
+
+    Byte for byte what pika's ``Connection._send_message`` writes (a test compares):
+    the content header, then the body in frames of at most ``body_max`` bytes.
+    """
+    body = pub.body
+    if pub.header is not None:
+        header = pub.header
+    elif pub.props is not None:
+        header = b"".join(pub.props.encode())
+    else:
+        header = b"".join(BasicProperties().encode())
+    size = len(body)
+    parts = [
+        method,
+        _FRAME.pack(spec.FRAME_HEADER, number, len(header) + _CONTENT.size),
+        _CONTENT.pack(BasicProperties.INDEX, size),
+        header,
+        _END,
+    ]
+    for start in range(0, size, body_max):
+        piece = body[start : start + body_max]
+        parts += (_FRAME.pack(spec.FRAME_BODY, number, len(piece)), piece, _END)
+    return b"".join(parts)
+
+
+def encoded_properties(envelope: EncodedEnvelope) -> bytes:
+    """What :func:`properties` encodes to for ``envelope`` (no headers), built faster.
+
+    ``enqueue_many``'s hot path: a batch shares everything but the message id and the
+    timestamp, so those are spliced between parts encoded once per job type and priority.
+    """
+    before, after = _property_parts(envelope.job_type, envelope.priority)
+    return b"".join(
+        (
+            before,
+            envelope.message_id.encode(),
+            _TIMESTAMP.pack(envelope.enqueued_at // 1000),
+            after,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _property_parts(job_type: str, priority: int) -> tuple[bytes, bytes]:
+    """The encoded properties of a job type and priority around the id and timestamp."""
+    flags = 0
+    for flag in (
+        BasicProperties.FLAG_CONTENT_TYPE,
+        BasicProperties.FLAG_DELIVERY_MODE,
+        BasicProperties.FLAG_MESSAGE_ID,
+        BasicProperties.FLAG_TIMESTAMP,
+        BasicProperties.FLAG_TYPE,
+    ):
+        flags |= flag
+    if priority:
+        flags |= BasicProperties.FLAG_PRIORITY
+    before = struct.pack(">H", flags) + _shortstr("application/json") + bytes([2])
+    if priority:
+        before += bytes([priority])
+    # A message id is a UUID's 36 characters.
+    return before + bytes([36]), _shortstr(job_type)
+
+
+def _shortstr(value: str) -> bytes:
+    data = value.encode("utf-8")
+    if len(data) > 255:
+        raise ValueError(f"a short string is at most 255 bytes: {value[:40]!r}...")
+    return bytes([len(data)]) + data
+
+
 def check_encodable(pub: Pub) -> Pub:
     """``pub``, once pika is known to frame it; NotEnqueuedError if it could not.
 
@@ -317,7 +457,8 @@ def check_encodable(pub: Pub) -> Pub:
     never a connection's shared thread.
     """
     try:
-        pub.props.encode()
+        if pub.props is not None:
+            pub.props.encode()
         Basic.Publish(exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True).encode()
     except Exception as exc:
         raise NotEnqueuedError(

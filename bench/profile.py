@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "PROFILE.md")
     args = parser.parse_args()
 
+    procs.compile_sources()
     procs.purge("bench")
     measure("fill_queuey", args.jobs)
     raw = Path(tempfile.mkdtemp()) / "worker.txt"

@@ -210,6 +210,7 @@ def main() -> None:
         (HERE / "RESULTS.md").write_text(report.markdown(kept))
         report.draw(kept, HERE / "throughput.png")
         return
+    procs.compile_sources()
     peers = procs.have("dramatiq") and procs.have("celery")
     if not peers:
         print("Dramatiq and Celery are not installed (pip install -e '.[bench]'): raw pika only")

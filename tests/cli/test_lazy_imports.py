@@ -90,3 +90,24 @@ def test_a_lazy_command_runs_and_a_mistyped_one_is_suggested(runner: CliRunner) 
     typo = runner.invoke(app, ["enqeue"])
     assert typo.exit_code == 2
     assert "Did you mean 'enqueue'" in typo.output, "suggestions know the lazy names"
+
+
+def test_the_library_loads_the_memory_backend_producer_and_scheduler_on_first_use() -> None:
+    lazy = (
+        "queuey_core.backends.memory",
+        "queuey_core.producer",
+        "queuey_core.schedules.scheduler",
+    )
+    probe = (
+        "import sys, queuey_core, queuey_core.settings, queuey_core.backends\n"
+        f"print(' '.join(m for m in {lazy!r} if m in sys.modules))\n"
+        "from queuey_core import MemoryBackend, Producer, job_id_for\n"
+        "from queuey_core.backends import MemoryBackend as Same\n"
+        "from queuey_core.schedules import Scheduler, build_schedules\n"
+        "assert Same is MemoryBackend and callable(job_id_for)\n"
+        f"print(' '.join(m for m in {lazy!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    before, after = done.stdout.split("\n")[:2]
+    assert before == "", "a RabbitMQ worker without schedules loads none of them"
+    assert after.split() == list(lazy), "each loads on first use"

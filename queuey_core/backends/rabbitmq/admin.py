@@ -272,15 +272,19 @@ class Declares:
         self._wait_each = wait_each  # one round trip each (a refusal shows which)
 
     def exchange_declare(self, name: str, kind: str, **kwargs: Any) -> None:
+        """Add ``BlockingChannel.exchange_declare(name, kind, **kwargs)``."""
         self._calls.append(("exchange_declare", (name, kind), kwargs))
 
     def queue_declare(self, name: str, **kwargs: Any) -> None:
+        """Add ``BlockingChannel.queue_declare(name, **kwargs)``."""
         self._calls.append(("queue_declare", (name,), kwargs))
 
     def queue_bind(self, queue: str, exchange: str, routing_key: str | None = None) -> None:
+        """Add ``BlockingChannel.queue_bind(queue, exchange, routing_key)``."""
         self._calls.append(("queue_bind", (queue, exchange, routing_key), {}))
 
     def exchange_bind(self, destination: str, source: str, routing_key: str) -> None:
+        """Add ``BlockingChannel.exchange_bind(destination, source, routing_key)``."""
         self._calls.append(("exchange_bind", (destination, source, routing_key), {}))
 
     def send(self, ch: BlockingChannel) -> None:

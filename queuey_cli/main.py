@@ -2,36 +2,105 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
+import typer.main
+import typer.models
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import (
-    completion,
-    config,
-    dlq,
-    enqueue,
-    handlers,
-    queues,
-    scheduler,
-    schema,
-    worker,
-    workers,
-)
+from queuey_cli import completion, worker
 from queuey_cli.common import State
 from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
+
+#: The other commands, by name: (module, attribute: a command function or a Typer app),
+#: in the order the help lists them (Typer's: commands, then groups). Each module is
+#: imported when its command runs (or help or completion lists them): `queuey worker`
+#: loads none of them.
+_LAZY: dict[str, tuple[str, str]] = {
+    "enqueue": ("queuey_cli.enqueue", "enqueue"),
+    "queues": ("queuey_cli.queues", "queues"),
+    "handlers": ("queuey_cli.handlers", "handlers"),
+    "scheduler": ("queuey_cli.scheduler", "scheduler"),
+    "schema": ("queuey_cli.schema", "schema"),
+    "dlq": ("queuey_cli.dlq", "app"),
+    "config": ("queuey_cli.config", "app"),
+    "schedules": ("queuey_cli.scheduler", "schedules_app"),
+    "workers": ("queuey_cli.workers", "app"),
+}
+
+
+def _load(name: str) -> typer.core.TyperCommand | TyperGroup:
+    """The Click command ``name``, built as ``app.command`` or ``app.add_typer`` would."""
+    module, attribute = _LAZY[name]
+    found = getattr(importlib.import_module(module), attribute)
+    if isinstance(found, typer.Typer):
+        return typer.main.get_group_from_info(
+            typer.models.TyperInfo(found, name=name),
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            suggest_commands=app.suggest_commands,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+    command = typer.main.get_command_from_info(
+        typer.models.CommandInfo(name=name, callback=found),
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+    assert isinstance(command, typer.core.TyperCommand)
+    return command
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The root's commands: those built already, and the lazy ones, built on first use.
+
+    Looking one up (running it) builds that one; listing them all (help, completion,
+    a suggestion for a mistyped name) has every name at once and builds them as it goes.
+    """
+
+    def __init__(self, built: Mapping[str, Any]) -> None:
+        self._built = dict(built)
+        self._order = [*built, *(n for n in _LAZY if n not in built)]
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in _LAZY:
+                raise KeyError(name)
+            self._built[name] = _load(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+        if name not in self._order:
+            self._order.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        self[name]  # a lazy name must exist to be deleted
+        del self._built[name]
+        self._order.remove(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._order))
+
+    def __len__(self) -> int:
+        return len(self._order)
 
 
 class _OneLineErrors(TyperGroup):
     """The root command: a usage error (unknown command, missing or bad option value) is
     one ``error:`` line and exit 2, like queuey's own errors, instead of Typer's usage
-    box. Both the console script and ``CliRunner`` come through here."""
+    box. Both the console script and ``CliRunner`` come through here.
+
+    Its commands but ``worker`` are built on first use (:data:`_LAZY`)."""
+
+    def __init__(self, *args: Any, commands: Any = None, **kwargs: Any) -> None:
+        lazy = cast(dict[str, Any], _Commands(commands or {}))  # Click reads it as a mapping
+        super().__init__(*args, commands=lazy, **kwargs)
 
     def main(
         self,
@@ -80,15 +149,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("worker")(worker.worker)
-app.command("enqueue")(enqueue.enqueue)
-app.command("queues")(queues.queues)
-app.command("handlers")(handlers.handlers)
-app.add_typer(dlq.app, name="dlq")
-app.add_typer(config.app, name="config")
-app.command("scheduler")(scheduler.scheduler)
-app.add_typer(scheduler.schedules_app, name="schedules")
-app.command("schema")(schema.schema)
-app.add_typer(workers.app, name="workers")
 
 
 def _version(value: bool) -> None:

@@ -14,12 +14,12 @@ import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import Exit
-from queuey_cli.supervised import SupervisorLink, attach, child_command
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
 from queuey_core.settings import MAX_PROCESSES, duration
 
 if TYPE_CHECKING:
+    from queuey_cli.supervised import SupervisorLink
     from queuey_core.observability import MetricsServer, WorkerMetrics
 
 logger = logging.getLogger("queuey.worker")
@@ -119,6 +119,9 @@ def worker(
         schedules = schedules_beside(st, settings, found)
     link = None
     if supervised_fd is not None:
+        # Imported here, as the supervisor below: one process needs neither (nor ctypes).
+        from queuey_cli.supervised import attach  # noqa: PLC0415
+
         link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
     elif settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None:
         if burst:
@@ -127,6 +130,7 @@ def worker(
                 "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
             )
         # Imported here: one process does not pay for the supervisor.
+        from queuey_cli.supervised import child_command  # noqa: PLC0415
         from queuey_cli.supervisor import Supervisor  # noqa: PLC0415
 
         command = child_command(ctx, settings, consume, job_timeout, with_scheduler)

@@ -13,7 +13,6 @@ from queuey_core.backends.base import (
     Subscription,
     UndecodableDeadLetter,
 )
-from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import Clock, ManualClock, SystemClock
 from queuey_core.context import JobContext
 from queuey_core.envelope import Envelope
@@ -38,20 +37,25 @@ from queuey_core.errors import (
 )
 from queuey_core.handlers import Handler, JobHandler, handler
 from queuey_core.jobs import Job
-from queuey_core.producer import Producer, job_id_for
 from queuey_core.queues import QueueConfig, QueueKind, QueueSet
 from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
 from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 if TYPE_CHECKING:
+    from queuey_core.backends.memory import MemoryBackend
+    from queuey_core.producer import Producer, job_id_for
     from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 
 __version__ = "0.1.0"
 
-#: Imported on first use: a worker without schedules never loads them (nor croniter).
-_LAZY = dict.fromkeys(
-    ("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"
-)
+#: Imported on first use: a worker without schedules never loads them (nor croniter),
+#: and `queuey worker` neither the in-memory backend nor the producer.
+_LAZY = {
+    **dict.fromkeys(("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"),
+    "MemoryBackend": "queuey_core.backends.memory",
+    "Producer": "queuey_core.producer",
+    "job_id_for": "queuey_core.producer",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,8 @@ The RabbitMQ backend is imported lazily so that ``import queuey_core`` never imp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from queuey_core.backends.base import (
     Backend,
     ConsumerEnded,
@@ -15,7 +17,19 @@ from queuey_core.backends.base import (
     Subscription,
     UndecodableDeadLetter,
 )
-from queuey_core.backends.memory import MemoryBackend
+
+if TYPE_CHECKING:
+    from queuey_core.backends.memory import MemoryBackend
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: a worker on RabbitMQ never loads the in-memory backend.
+    if name != "MemoryBackend":
+        raise AttributeError(f"module 'queuey_core.backends' has no attribute {name!r}")
+    from queuey_core.backends.memory import MemoryBackend  # noqa: PLC0415
+
+    return MemoryBackend
+
 
 __all__ = [
     "Backend",

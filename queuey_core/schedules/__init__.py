@@ -15,12 +15,46 @@ One module a duty:
 
 from __future__ import annotations
 
-from queuey_core.schedules.election import Election
-from queuey_core.schedules.memory import MemoryBallot, MemoryElection, MemoryScheduleState
-from queuey_core.schedules.schedule import Schedule, build_schedules, job_models
-from queuey_core.schedules.scheduler import Firing, Scheduler
-from queuey_core.schedules.state import ScheduleState
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger, firing_id
+
+if TYPE_CHECKING:
+    from queuey_core.schedules.election import Election
+    from queuey_core.schedules.memory import (
+        MemoryBallot,
+        MemoryElection,
+        MemoryScheduleState,
+    )
+    from queuey_core.schedules.schedule import Schedule, build_schedules, job_models
+    from queuey_core.schedules.scheduler import Firing, Scheduler
+    from queuey_core.schedules.state import ScheduleState
+
+#: Imported on first use: the settings read the ticks only, and a worker without
+#: schedules loads none of the rest.
+_LAZY = {
+    "Election": "election",
+    "MemoryBallot": "memory",
+    "MemoryElection": "memory",
+    "MemoryScheduleState": "memory",
+    "Schedule": "schedule",
+    "build_schedules": "schedule",
+    "job_models": "schedule",
+    "Firing": "scheduler",
+    "Scheduler": "scheduler",
+    "ScheduleState": "state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'queuey_core.schedules' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"queuey_core.schedules.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CatchUp",

@@ -8,8 +8,13 @@ resident memory (measured in the README's Performance section).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+
+from typer.testing import CliRunner
+
+from queuey_cli.main import app
 
 OPTIONAL = ("rich", "croniter", "prometheus_client", "queuey_cli.management")
 
@@ -44,3 +49,65 @@ def test_rich_logs_and_errors_still_load_rich() -> None:
     )
     assert loaded_after(code) == ["rich"]
     assert loaded_after("from queuey_cli.output import error\nerror('x')") == ["rich"]
+
+
+#: Every command of the root, in the order its help lists them.
+COMMANDS = [
+    "worker",
+    "enqueue",
+    "queues",
+    "handlers",
+    "scheduler",
+    "schema",
+    "dlq",
+    "config",
+    "schedules",
+    "workers",
+]
+
+
+def test_the_command_line_loads_no_command_module_but_the_worker() -> None:
+    others = [f"queuey_cli.{name}" for name in COMMANDS if name not in ("worker", "schedules")]
+    probe = (
+        "import sys, queuey_cli.main\n"
+        f"print(' '.join(m for m in {[*others, 'queuey_cli.enqueue_file']!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [], "a command module is loaded only when its command runs"
+
+
+def test_the_help_still_lists_every_command_in_order(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    listed = re.findall(r"^\W+([a-z]+)\s{2,}\S", result.output.split("Commands")[1], re.M)
+    assert listed == COMMANDS, "the lazy commands are listed as the eager ones were"
+
+
+def test_a_lazy_command_runs_and_a_mistyped_one_is_suggested(runner: CliRunner) -> None:
+    shown = runner.invoke(app, ["schema", "envelope"])
+    assert shown.exit_code == 0, shown.output
+    assert '"job_type"' in shown.output, "the envelope's schema, from a lazily built command"
+    typo = runner.invoke(app, ["enqeue"])
+    assert typo.exit_code == 2
+    assert "Did you mean 'enqueue'" in typo.output, "suggestions know the lazy names"
+
+
+def test_the_library_loads_the_memory_backend_producer_and_scheduler_on_first_use() -> None:
+    lazy = (
+        "queuey_core.backends.memory",
+        "queuey_core.producer",
+        "queuey_core.schedules.scheduler",
+    )
+    probe = (
+        "import sys, queuey_core, queuey_core.settings, queuey_core.backends\n"
+        f"print(' '.join(m for m in {lazy!r} if m in sys.modules))\n"
+        "from queuey_core import MemoryBackend, Producer, job_id_for\n"
+        "from queuey_core.backends import MemoryBackend as Same\n"
+        "from queuey_core.schedules import Scheduler, build_schedules\n"
+        "assert Same is MemoryBackend and callable(job_id_for)\n"
+        f"print(' '.join(m for m in {lazy!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    before, after = done.stdout.split("\n")[:2]
+    assert before == "", "a RabbitMQ worker without schedules loads none of them"
+    assert after.split() == list(lazy), "each loads on first use"

@@ -117,6 +117,26 @@ def test_a_quorum_queue_with_priorities_is_a_clear_config_error(rabbit: RabbitMQ
         rabbit.declare([QueueConfig(name, kind=QueueKind.QUORUM, max_priority=5)])
 
 
+def test_a_declare_refused_among_the_batch_is_a_config_error_naming_its_queue(
+    rabbit: RabbitMQBackend,
+) -> None:
+    # The declares go out together, nowait but the last: a refusal in the middle (the
+    # dead-letter queue, declared before its queue and the binding) must still surface,
+    # as the error of that queue, and leave the backend able to declare the next ones.
+    name, other = unique("it.refused"), unique("it.after")
+    with channel() as ch:
+        ch.queue_declare(f"{name}.dlq", durable=True, arguments={"x-queue-type": "quorum"})
+    try:
+        with pytest.raises(ConfigError, match=rf"{name}\.dlq.*other settings"):
+            rabbit.declare([QueueConfig(name)])
+        names = {r["name"] for r in list_json("queues", "name")}
+        assert name not in names, "nothing after the refused declare takes effect"
+        rabbit.declare([QueueConfig(other)])
+        assert rabbit.queue_counts(other) == (0, 0), "the next declare works"
+    finally:
+        delete_queues(name, f"{name}.dlq", other)
+
+
 def test_a_quorum_queue_round_trips(rabbit: RabbitMQBackend) -> None:
     name = unique("it.quorum")
 

@@ -145,23 +145,36 @@ def declare_end_of_ladder(admin: Admin) -> bool:
     the command that fixes it.
     """
 
-    def unroutable(ch: BlockingChannel) -> None:
-        ch.exchange_declare(topology.UNROUTABLE, "fanout", durable=True)
-        ch.queue_declare(
+    def unroutable(declares: Declares) -> Declares:
+        declares.exchange_declare(topology.UNROUTABLE, "fanout", durable=True)
+        declares.queue_declare(
             topology.UNROUTABLE, durable=True, arguments=topology.dead_letter_queue_arguments()
         )
-        ch.queue_bind(topology.UNROUTABLE, topology.UNROUTABLE)
+        declares.queue_bind(topology.UNROUTABLE, topology.UNROUTABLE)
+        return declares
 
     def deliver(arguments: dict[str, Any] | None) -> Callable[[BlockingChannel], None]:
         return lambda ch: ch.exchange_declare(
             topology.DELIVER_EXCHANGE, "topic", durable=True, arguments=arguments
         )
 
-    admin.run(unroutable)
+    def end_of_ladder(ch: BlockingChannel) -> None:
+        declares = unroutable(Declares())
+        declares.exchange_declare(
+            topology.DELIVER_EXCHANGE,
+            "topic",
+            durable=True,
+            arguments=topology.deliver_exchange_arguments(),
+        )
+        declares.send(ch)
+
     try:
-        admin.run(deliver(topology.deliver_exchange_arguments()))
+        admin.run(end_of_ladder)
         return True
     except ConfigError:  # 406: declared before it had an alternate exchange
+        # One at a time again: a refusal of the unroutable queue or exchange (not ours)
+        # raises here, as it did before the declares were sent together.
+        admin.run(lambda ch: unroutable(Declares(wait_each=True)).send(ch))
         admin.run(deliver(None))
     if admin.run(_alternate_in_effect):
         return True
@@ -244,17 +257,60 @@ def _close_quietly(ch: BlockingChannel) -> None:
             ch.close()
 
 
-def declare_ladder(ch: BlockingChannel) -> None:
+class Declares:
+    """Declares and binds for one channel, sent together and answered once.
+
+    Every call but the last goes out nowait; the last one waits for its answer. RabbitMQ
+    handles a channel's methods in order, so that answer means every one before it took
+    effect, and a refusal of any of them closes the channel with its own code and text
+    (the queue or exchange it names), which the last call raises. The ladder and a
+    worker's queues are about 150 declares: one round trip instead of 150.
+    """
+
+    def __init__(self, *, wait_each: bool = False) -> None:
+        self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._wait_each = wait_each  # one round trip each (a refusal shows which)
+
+    def exchange_declare(self, name: str, kind: str, **kwargs: Any) -> None:
+        """Add ``BlockingChannel.exchange_declare(name, kind, **kwargs)``."""
+        self._calls.append(("exchange_declare", (name, kind), kwargs))
+
+    def queue_declare(self, name: str, **kwargs: Any) -> None:
+        """Add ``BlockingChannel.queue_declare(name, **kwargs)``."""
+        self._calls.append(("queue_declare", (name,), kwargs))
+
+    def queue_bind(self, queue: str, exchange: str, routing_key: str | None = None) -> None:
+        """Add ``BlockingChannel.queue_bind(queue, exchange, routing_key)``."""
+        self._calls.append(("queue_bind", (queue, exchange, routing_key), {}))
+
+    def exchange_bind(self, destination: str, source: str, routing_key: str) -> None:
+        """Add ``BlockingChannel.exchange_bind(destination, source, routing_key)``."""
+        self._calls.append(("exchange_bind", (destination, source, routing_key), {}))
+
+    def send(self, ch: BlockingChannel) -> None:
+        """Send them all on ``ch``; raises pika's ChannelClosedByBroker on a refusal."""
+        if not self._calls:
+            return
+        *ahead, (method, args, kwargs) = self._calls
+        # pika's own channel under the blocking one: a call without a callback is sent
+        # nowait, written out with the last call's request.
+        nowait = ch if self._wait_each else ch._impl
+        for name, ahead_args, ahead_kwargs in ahead:
+            getattr(nowait, name)(*ahead_args, **ahead_kwargs)
+        getattr(ch, method)(*args, **kwargs)
+
+
+def declare_ladder(declares: Declares) -> None:
     """The ladder's levels and their bindings (the deliver exchange comes first, from
     :func:`declare_end_of_ladder`)."""
     for level in range(topology.DELAY_LEVELS):
         name = topology.delay_name(level)
-        ch.exchange_declare(name, "topic", durable=True)
-        ch.queue_declare(name, durable=True, arguments=topology.delay_queue_arguments(level))
+        declares.exchange_declare(name, "topic", durable=True)
+        declares.queue_declare(name, durable=True, arguments=topology.delay_queue_arguments(level))
     for level in range(topology.DELAY_LEVELS):
         name = topology.delay_name(level)
-        ch.queue_bind(name, name, topology.level_binding(level, "1"))
-        ch.exchange_bind(topology.next_hop(level), name, topology.level_binding(level, "0"))
+        declares.queue_bind(name, name, topology.level_binding(level, "1"))
+        declares.exchange_bind(topology.next_hop(level), name, topology.level_binding(level, "0"))
 
 
 def get_all(

@@ -29,6 +29,7 @@ from queuey_core.backends.base import AnyDeadLetter, ControlHandler, Inspection,
 from queuey_core.backends.rabbitmq import control, topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
+    Declares,
     declare_end_of_ladder,
     declare_ladder,
     get_all,
@@ -164,17 +165,21 @@ class RabbitMQBackend:
         existing = self._admin.existing([q.dead_letter_queue for q in quorum]) if quorum else set()
 
         def work(ch: BlockingChannel) -> None:
+            declares = Declares()
             if not self._ladder_declared:
-                declare_ladder(ch)
+                declare_ladder(declares)
             for q in queues:
                 if q.dead_letter_queue not in existing:
-                    ch.queue_declare(
+                    declares.queue_declare(
                         q.dead_letter_queue,
                         durable=True,
                         arguments=topology.dead_letter_queue_arguments(q.kind),
                     )
-                ch.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
-                ch.queue_bind(q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name))
+                declares.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
+                declares.queue_bind(
+                    q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name)
+                )
+            declares.send(ch)
 
         try:
             self._admin.run(work)

@@ -27,7 +27,7 @@ from queuey_core.backends.base import (
     SupportsControl,
 )
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.control.responder import ControlResponder, JobCounts
+from queuey_core.control.responder import ControlResponder, JobCounts, WorkerCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import job_identity
@@ -108,7 +108,8 @@ class Worker:
         # control channel will be served.
         self._counts: JobCounts | None = None
         if control and isinstance(backend, SupportsControl):
-            self._counts = JobCounts()
+            # A lambda: the hook runner that counts is made below, with these hooks.
+            self._counts = WorkerCounts(lambda: self._hooks.running())  # noqa: PLW0108
             hooks.append(self._counts)
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
         self._hooks = HookRunner(hooks, self._clock)

@@ -85,68 +85,57 @@ class JobCounts(WorkerHooks):
 
     def on_job_started(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self._running += 1
+        self.count("started", ran=True)
 
     def on_job_succeeded(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.succeeded += 1
-            self._ended(job)
+        self.count("succeeded", ran=job.duration is not None)
 
     def on_job_failed(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`: a failed run that is retried."""
-        with self._lock:
-            self.failed += 1
-            self.retried += 1
-            self._ended(job)
+        self.count("failed", ran=job.duration is not None)
 
     def on_job_deferred(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.deferred += 1
-            self._ended(job)
+        self.count("deferred", ran=job.duration is not None)
 
     def on_job_dead_lettered(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`: one that ran (fatal, out of attempts) also failed."""
-        with self._lock:
-            self.dead_lettered += 1
-            if job.duration is not None:
-                self.failed += 1
-            self._ended(job)
+        self.count("dead_lettered", ran=job.duration is not None)
 
     def on_job_timed_out(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
+        self.count("timed_out", ran=job.duration is not None)
+
+    def count(self, event: str, *, ran: bool) -> None:
+        """Count one job event (a hook method's name without ``on_job_``); ``ran``: its
+        handler ran (only such a job was counted running).
+
+        The worker calls this directly, without the :class:`JobInfo` a hook gets: it
+        counts every job.
+        """
         with self._lock:
-            self.timed_out += 1
-
-    def _ended(self, job: JobInfo) -> None:
-        # Only a job that ran was counted running (its duration says so); the lock is held.
-        if job.duration is not None:
-            self._running -= 1
-
-
-class WorkerCounts(JobCounts):
-    """The :class:`JobCounts` a worker keeps for its control channel.
-
-    ``running`` is read from the worker's own count (its hook runner times every job
-    anyway), so a job's start costs no hook call: a worker starts thousands a second.
-    """
-
-    # The base class's no-op: the hook runner then skips the event altogether.
-    on_job_started = WorkerHooks.on_job_started
-
-    def __init__(self, running: Callable[[], int]) -> None:
-        super().__init__()
-        self._running_now = running
-
-    @property
-    def running(self) -> int:
-        """Jobs started whose outcome has not been reported yet, as the worker counts."""
-        return self._running_now()
-
-    def _ended(self, job: JobInfo) -> None:
-        pass  # counted by the worker
+            if event == "started":
+                self._running += 1
+                return
+            if event == "timed_out":
+                self.timed_out += 1
+                return
+            if event == "succeeded":
+                self.succeeded += 1
+            elif event == "failed":
+                self.failed += 1
+                self.retried += 1
+            elif event == "deferred":
+                self.deferred += 1
+            elif event == "dead_lettered":
+                self.dead_lettered += 1
+                if ran:
+                    self.failed += 1
+            else:
+                raise ValueError(f"no such job event: {event!r}")
+            if ran:
+                self._running -= 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 
 if TYPE_CHECKING:
+    from queuey_core.control.responder import JobCounts
     from queuey_core.worker.runner import Worker
 
 logger = logging.getLogger(__name__)
@@ -111,40 +112,49 @@ class HookRunner:
     Internal: the worker holds one, the dispatcher and the run loop call it. With no
     hooks every call returns at once. An event goes only to the hooks that override its
     method (the others are no-ops), and its :class:`JobInfo` is built only when one does:
-    a worker calls these for every job.
+    a worker calls these for every job. ``counts`` (the control channel's) is told of
+    every event as a last hook would be, but through :meth:`JobCounts.count`, which
+    needs no JobInfo.
     """
 
-    def __init__(self, hooks: Iterable[WorkerHooks], clock: Clock) -> None:
+    def __init__(
+        self, hooks: Iterable[WorkerHooks], clock: Clock, *, counts: JobCounts | None = None
+    ) -> None:
         self._hooks = tuple(hooks)
         self._clock = clock
+        self._counts = counts
         self._lock = threading.Lock()
         self._calls = {name: _overriding(self._hooks, name) for name in _EVENTS}
-        # Timing is needed as soon as a job event has a hook: durations, and running().
-        self._timed = any(self._calls[name] for name in _JOB_EVENTS)
+        # Timing is needed as soon as a job event has a hook: durations, and whether a
+        # job ran for the counts.
+        self._timed = counts is not None or any(self._calls[name] for name in _JOB_EVENTS)
         # id(delivery) -> monotonic start
         self._running: dict[int, float] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._hooks)
-
-    def running(self) -> int:
-        """Jobs started whose outcome has not been reported yet (0 when no job event has
-        a hook: then nothing is timed)."""
-        return len(self._running)
+        return bool(self._hooks) or self._counts is not None
 
     # -- the run loop ----------------------------------------------------------------
 
     def worker_starting(self, worker: Worker) -> None:
         self._call_all("on_worker_starting", worker)
+        if self._counts is not None:
+            self._counts.on_worker_starting(worker)
 
     def worker_consuming(self, worker: Worker) -> None:
         self._call_all("on_worker_consuming", worker)
+        if self._counts is not None:
+            self._counts.on_worker_consuming(worker)
 
     def worker_draining(self, worker: Worker) -> None:
         self._call_all("on_worker_draining", worker)
+        if self._counts is not None:
+            self._counts.on_worker_draining(worker)
 
     def worker_stopped(self, worker: Worker) -> None:
         self._call_all("on_worker_stopped", worker)
+        if self._counts is not None:
+            self._counts.on_worker_stopped(worker)
 
     # -- the dispatcher ----------------------------------------------------------------
 
@@ -156,6 +166,8 @@ class HookRunner:
             self._running[id(delivery)] = self._clock.monotonic()
         if self._calls["on_job_started"]:
             self._call_all("on_job_started", self._info(delivery))
+        if self._counts is not None:
+            self._counts.count("started", ran=True)
 
     def succeeded(self, delivery: Delivery) -> None:
         if self._timed:
@@ -175,12 +187,15 @@ class HookRunner:
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """The job timed out; unlike the outcomes, this does not end its timing."""
-        if not self._calls["on_job_timed_out"]:
+        if not self._timed:
             return
         with self._lock:
             start = self._running.get(id(delivery))
-        duration = None if start is None else max(0.0, self._clock.monotonic() - start)
-        self._call_all("on_job_timed_out", self._info(delivery, duration, error=error))
+        if self._calls["on_job_timed_out"]:
+            duration = None if start is None else max(0.0, self._clock.monotonic() - start)
+            self._call_all("on_job_timed_out", self._info(delivery, duration, error=error))
+        if self._counts is not None:
+            self._counts.count("timed_out", ran=start is not None)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -205,6 +220,8 @@ class HookRunner:
         if self._calls[method]:
             duration = None if start is None else max(0.0, self._clock.monotonic() - start)
             self._call_all(method, self._info(delivery, duration, **extra))
+        if self._counts is not None:
+            self._counts.count(method.removeprefix("on_job_"), ran=start is not None)
 
     def _call_all(self, method: str, arg: object) -> None:
         for hook in self._calls[method]:

@@ -27,7 +27,7 @@ from queuey_core.backends.base import (
     SupportsControl,
 )
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.control.responder import ControlResponder, JobCounts, WorkerCounts
+from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import job_identity
@@ -103,16 +103,13 @@ class Worker:
         self._close_backend = close_backend_on_shutdown
         self._clock: Clock = clock or SystemClock()
         self._handle = WorkerHandle()
-        hooks = list(hooks)
-        # Counting for the control channel costs a hook call per job event: only when a
+        # Counting for the control channel costs a call per job event: only when a
         # control channel will be served.
         self._counts: JobCounts | None = None
         if control and isinstance(backend, SupportsControl):
-            # A lambda: the hook runner that counts is made below, with these hooks.
-            self._counts = WorkerCounts(lambda: self._hooks.running())  # noqa: PLW0108
-            hooks.append(self._counts)
+            self._counts = JobCounts()
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
-        self._hooks = HookRunner(hooks, self._clock)
+        self._hooks = HookRunner(hooks, self._clock, counts=self._counts)
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,

@@ -314,12 +314,28 @@ class JsonFormatter(logging.Formatter):
         self._second = (-1, "")
         self._encoder = json.JSONEncoder(default=str)
         self._encode = _c_encoder()
+        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def _timestamp(self, created: float, msecs: float) -> str:
         second = int(created)
         if self._second[0] != second:
             self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
         return f"{self._second[1]}.{int(msecs):03d}Z"
+
+    def _extra_keys(self, fields: dict[str, Any]) -> tuple[str, ...]:
+        """The record's own fields (not LogRecord's, not private), in order.
+
+        Records of one call site have the same keys in the same order: the answer is
+        kept per such shape rather than worked out key by key for every record.
+        """
+        shape = tuple(fields)
+        keys = self._shapes.get(shape)
+        if keys is None:
+            keys = tuple(k for k in shape if k not in _STANDARD and not k.startswith("_"))
+            if len(self._shapes) >= 256:  # bounded, whatever callers log
+                self._shapes.clear()
+            self._shapes[shape] = keys
+        return keys
 
     def format(self, record: logging.LogRecord) -> str:
         """See :class:`logging.Formatter`."""
@@ -329,9 +345,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and key[:1] != "_":
-                data[key] = value
+        fields = vars(record)
+        for key in self._extra_keys(fields):
+            data[key] = fields[key]
         exc = _exception(record)
         if exc is not None:
             data["error"] = describe(exc[1])

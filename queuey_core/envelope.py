@@ -38,9 +38,13 @@ _NOT_IN_SHORT_STRING = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 def _short_string(value: str) -> str:
     """An AMQP short string (``type`` property, routing key): 255 UTF-8 bytes, no controls.
 
-    Checked on every delivery, so the common case is cheap: a string of at most 63
-    characters cannot exceed 255 bytes, and one regular expression finds a control.
+    Checked on every delivery, so the common case is cheap: printable ASCII of at most
+    255 characters (a job type, a queue name) is one byte a character and holds no
+    control; otherwise a string of at most 63 characters cannot exceed 255 bytes, and
+    one regular expression finds a control.
     """
+    if value.isascii() and value.isprintable() and len(value) <= _SHORT_STRING_BYTES:
+        return value
     if len(value) * 4 > _SHORT_STRING_BYTES and (
         len(value.encode("utf-8", "surrogatepass")) > _SHORT_STRING_BYTES
     ):

@@ -128,8 +128,9 @@ class HookRunner:
         # Timing is needed as soon as a job event has a hook: durations, and whether a
         # job ran for the counts.
         self._timed = counts is not None or any(self._calls[name] for name in _JOB_EVENTS)
-        # id(delivery) -> monotonic start
-        self._running: dict[int, float] = {}
+        # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
+        # cannot be another's while the entry stands.
+        self._running: dict[int, tuple[Delivery, float]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._hooks) or self._counts is not None
@@ -163,7 +164,7 @@ class HookRunner:
         if not self._timed:
             return
         with self._lock:
-            self._running[id(delivery)] = self._clock.monotonic()
+            self._running[id(delivery)] = (delivery, self._clock.monotonic())
         if self._calls["on_job_started"]:
             self._call_all("on_job_started", self._info(delivery))
         if self._counts is not None:
@@ -190,12 +191,12 @@ class HookRunner:
         if not self._timed:
             return
         with self._lock:
-            start = self._running.get(id(delivery))
+            entry = self._running.get(id(delivery))
         if self._calls["on_job_timed_out"]:
-            duration = None if start is None else max(0.0, self._clock.monotonic() - start)
+            duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
             self._call_all("on_job_timed_out", self._info(delivery, duration, error=error))
         if self._counts is not None:
-            self._counts.count("timed_out", ran=start is not None)
+            self._counts.count("timed_out", ran=entry is not None)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -216,12 +217,12 @@ class HookRunner:
 
     def _ended(self, method: str, delivery: Delivery, **extra: Any) -> None:
         with self._lock:
-            start = self._running.pop(id(delivery), None)
+            entry = self._running.pop(id(delivery), None)
         if self._calls[method]:
-            duration = None if start is None else max(0.0, self._clock.monotonic() - start)
+            duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
             self._call_all(method, self._info(delivery, duration, **extra))
         if self._counts is not None:
-            self._counts.count(method.removeprefix("on_job_"), ran=start is not None)
+            self._counts.count(method.removeprefix("on_job_"), ran=entry is not None)
 
     def _call_all(self, method: str, arg: object) -> None:
         for hook in self._calls[method]:

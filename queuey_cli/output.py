@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from types import TracebackType
@@ -309,15 +309,33 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self.tracebacks = tracebacks
         # A worker logs every job: the second's text is made once a second, and one
-        # encoder serves every line (json.dumps with options builds one per call).
+        # encoder serves every line (json.dumps with options builds one per call, and so
+        # does JSONEncoder.encode, its C encoder included: that one is made once here).
         self._second = (-1, "")
         self._encoder = json.JSONEncoder(default=str)
+        self._encode = _c_encoder()
+        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def _timestamp(self, created: float, msecs: float) -> str:
         second = int(created)
         if self._second[0] != second:
             self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
         return f"{self._second[1]}.{int(msecs):03d}Z"
+
+    def _extra_keys(self, fields: dict[str, Any]) -> tuple[str, ...]:
+        """The record's own fields (not LogRecord's, not private), in order.
+
+        Records of one call site have the same keys in the same order: the answer is
+        kept per such shape rather than worked out key by key for every record.
+        """
+        shape = tuple(fields)
+        keys = self._shapes.get(shape)
+        if keys is None:
+            keys = tuple(k for k in shape if k not in _STANDARD and not k.startswith("_"))
+            if len(self._shapes) >= 256:  # bounded, whatever callers log
+                self._shapes.clear()
+            self._shapes[shape] = keys
+        return keys
 
     def format(self, record: logging.LogRecord) -> str:
         """See :class:`logging.Formatter`."""
@@ -327,15 +345,32 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                data[key] = value
+        fields = vars(record)
+        for key in self._extra_keys(fields):
+            data[key] = fields[key]
         exc = _exception(record)
         if exc is not None:
             data["error"] = describe(exc[1])
             if self.tracebacks:
                 data["traceback"] = self.formatException(exc)
+        if self._encode is not None:
+            try:
+                return "".join(self._encode(data, 0))
+            except Exception:
+                pass  # (a circular value, say) the full encoder says what, as before
         return self._encoder.encode(data)
+
+
+def _c_encoder() -> Callable[[Any, int], Any] | None:
+    """The C encoder :class:`json.JSONEncoder` builds on every call with ``default=str``
+    and its other defaults, but without the circular-reference check (whose state would
+    be shared between threads); None when Python has no C encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    return make(  # type: ignore[no-any-return]
+        None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -347,9 +382,21 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__(sys.stderr)
 
     def emit(self, record: logging.LogRecord) -> None:
-        """See :meth:`logging.StreamHandler.emit` (called under the handler's lock)."""
-        self.stream = sys.stderr
-        super().emit(record)
+        """See :meth:`logging.StreamHandler.emit` (called under the handler's lock).
+
+        Its body, with the flush inline: :meth:`flush` would take the lock again.
+        """
+        try:
+            msg = self.format(record)
+            self.stream = stream = sys.stderr
+            stream.write(msg + self.terminator)
+            flush = getattr(stream, "flush", None)
+            if flush is not None:
+                flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 def setup_logging(fmt: LogFormat, level: str) -> None:
@@ -364,10 +411,11 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     else:
         handler = _StderrHandler()
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
-    # Neither format shows where a call was made from nor which process made it: do not
-    # look them up for every record (the logging docs' "Optimization"; a worker logs
-    # every job).
+    # Neither format shows where a call was made from, nor which thread or process made
+    # it: do not look them up for every record (the logging docs' "Optimization"; a
+    # worker logs every job).
     logging._srcfile = None
+    logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
     root = logging.getLogger()

@@ -30,6 +30,7 @@ from queuey_core.control import (
     Command,
     ControlReply,
     ControlRequest,
+    JobCounts,
     Selection,
     WorkerStatus,
     ask,
@@ -131,6 +132,46 @@ def test_a_worker_reports_its_identity_queues_and_outcome_counts(
     assert status.uptime >= 30, "the worker's clock: the deferral alone waited 30s"
     assert status.started_at.endswith("Z")
     assert (status.supervisor_pid, status.child) == (None, None)
+
+
+def test_job_counts_given_as_a_hook_count_as_the_workers_own(
+    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+) -> None:
+    def greet(job: Greet, ctx: JobContext) -> None:
+        clock.sleep(1)
+        if job.name == "flaky" and ctx.attempt == 1:
+            raise Retryable("flaky failure")
+        if job.name == "doomed":
+            raise Fatal("cannot ever work")
+        if job.name == "snooze" and ctx.deferrals == 0:
+            raise Deferred(30, "rate limited")
+
+    counts = JobCounts()
+    worker = Worker(
+        backend,
+        queues,
+        [noop(Ping), Handler(Greet, greet)],
+        consume=[ALPHA, BETA],
+        clock=clock,
+        hooks=[counts],
+    )
+    for name in ("ok", "flaky", "doomed", "snooze"):
+        producer.enqueue(Greet(name=name))
+    producer.enqueue(Orphan(id=1))
+    running = start(worker, clock)
+    try:
+        _wait_serving(backend, 1)
+        wait_for(lambda: _status(backend).succeeded == 3, clock)
+        status = _status(backend)
+    finally:
+        running.stop()
+
+    mine = (counts.succeeded, counts.failed, counts.retried, counts.deferred)
+    assert mine == (status.succeeded, status.failed, status.retried, status.deferred)
+    assert mine == (3, 2, 1, 1)
+    assert (counts.dead_lettered, counts.timed_out) == (status.dead_lettered, 0) == (2, 0)
+    assert counts.running == status.running == 0
+    assert counts.state == "stopped", "told of the worker's lifecycle as a hook"
 
 
 def test_a_job_running_now_is_counted_running(

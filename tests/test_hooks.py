@@ -317,3 +317,36 @@ def test_a_worker_without_hooks_runs_as_before(
     assert worker.job_types == frozenset({Greet.NAME})
     assert worker.backend is backend
     assert BETA not in worker.job_types
+
+
+class OnlySucceeded(WorkerHooks):
+    """Overrides one job event; the others stay the base class's no-ops."""
+
+    def __init__(self) -> None:
+        self.succeeded: list[JobInfo] = []
+
+    def on_job_succeeded(self, job: JobInfo) -> None:
+        self.succeeded.append(job)
+
+
+def test_a_hook_gets_the_events_it_overrides_and_one_set_on_the_instance_too(
+    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+) -> None:
+    def greet(job: Greet, ctx: JobContext) -> None:
+        clock.sleep(2)
+
+    only = OnlySucceeded()
+    patched = WorkerHooks()
+    started: list[JobInfo] = []
+    patched.on_job_started = started.append  # type: ignore[method-assign]
+    worker = Worker(backend, queues, [Handler(Greet, greet)], clock=clock, hooks=[only, patched])
+    job_id = producer.enqueue(Greet(name="ok"))
+
+    run_until(worker, clock, lambda: len(only.succeeded) == 1)
+
+    (info,) = only.succeeded
+    assert info.job_id == job_id
+    assert info.duration is not None
+    assert 2 <= info.duration <= 3, "timed from its start"
+    assert [s.job_id for s in started] == [job_id], "a method set on the instance is called"
+    assert started[0].duration is None

@@ -54,13 +54,18 @@ class JobCounts(WorkerHooks):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.state = "starting"
-        self.running = 0
+        self._running = 0
         self.succeeded = 0
         self.failed = 0
         self.retried = 0
         self.deferred = 0
         self.dead_lettered = 0
         self.timed_out = 0
+
+    @property
+    def running(self) -> int:
+        """Jobs started whose outcome has not been reported yet."""
+        return self._running
 
     def on_worker_starting(self, worker: Worker) -> None:
         """See :class:`WorkerHooks`."""
@@ -80,45 +85,57 @@ class JobCounts(WorkerHooks):
 
     def on_job_started(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.running += 1
+        self.count("started", ran=True)
 
     def on_job_succeeded(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.succeeded += 1
-            self._ended(job)
+        self.count("succeeded", ran=job.duration is not None)
 
     def on_job_failed(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`: a failed run that is retried."""
-        with self._lock:
-            self.failed += 1
-            self.retried += 1
-            self._ended(job)
+        self.count("failed", ran=job.duration is not None)
 
     def on_job_deferred(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.deferred += 1
-            self._ended(job)
+        self.count("deferred", ran=job.duration is not None)
 
     def on_job_dead_lettered(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`: one that ran (fatal, out of attempts) also failed."""
-        with self._lock:
-            self.dead_lettered += 1
-            if job.duration is not None:
-                self.failed += 1
-            self._ended(job)
+        self.count("dead_lettered", ran=job.duration is not None)
 
     def on_job_timed_out(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        with self._lock:
-            self.timed_out += 1
+        self.count("timed_out", ran=job.duration is not None)
 
-    def _ended(self, job: JobInfo) -> None:
-        # Only a job that ran was counted running (its duration says so); the lock is held.
-        if job.duration is not None:
-            self.running -= 1
+    def count(self, event: str, *, ran: bool) -> None:
+        """Count one job event (a hook method's name without ``on_job_``); ``ran``: its
+        handler ran (only such a job was counted running).
+
+        The worker calls this directly, without the :class:`JobInfo` a hook gets: it
+        counts every job.
+        """
+        with self._lock:
+            if event == "started":
+                self._running += 1
+                return
+            if event == "timed_out":
+                self.timed_out += 1
+                return
+            if event == "succeeded":
+                self.succeeded += 1
+            elif event == "failed":
+                self.failed += 1
+                self.retried += 1
+            elif event == "deferred":
+                self.deferred += 1
+            elif event == "dead_lettered":
+                self.dead_lettered += 1
+                if ran:
+                    self.failed += 1
+            else:
+                raise ValueError(f"no such job event: {event!r}")
+            if ran:
+                self._running -= 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,7 @@ class Dispatcher:
             priority=env.priority,
             age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
             redelivered=delivery.redelivered,
+            cancel_event=_CancelEvent(),
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
@@ -190,7 +191,7 @@ class Dispatcher:
         fields: dict[str, Any],
     ) -> Outcome | None:
         """Run the handler under ``timeout``; None if a watchdog already settled it."""
-        timed_out = Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
+        timed_out = _timed_out(timeout)
 
         def on_stuck() -> None:
             self._handle._add_stuck(1)
@@ -364,6 +365,26 @@ class _Tracked:
     def defer(self, next_envelope: Envelope, delay: float) -> None:
         self.attempted = True
         self.inner.defer(next_envelope, delay)
+
+
+@functools.lru_cache(maxsize=64)
+def _timed_out(timeout: float) -> Outcome:
+    """The outcome of a job that outlived ``timeout`` (made once per timeout: one is
+    made ready for every job run under a timeout)."""
+    return Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
+
+
+class _CancelEvent(threading.Event):
+    """A job's cancellation flag, made in half the time of a :class:`threading.Event`.
+
+    An Event's Condition over a plain Lock looks up three RLock methods and catches an
+    AttributeError for each; over an RLock it finds them. The Event never waits on its
+    own lock twice, so the reentrancy changes nothing. One is made for every job.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._flag = False
 
 
 def _failed(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:

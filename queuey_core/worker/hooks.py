@@ -16,13 +16,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 
 if TYPE_CHECKING:
+    from queuey_core.control.responder import JobCounts
     from queuey_core.worker.runner import Worker
 
 logger = logging.getLogger(__name__)
@@ -109,96 +110,122 @@ class HookRunner:
     """Calls every hook, guarded, and times each job from its start to its outcome.
 
     Internal: the worker holds one, the dispatcher and the run loop call it. With no
-    hooks every call returns at once.
+    hooks every call returns at once. An event goes only to the hooks that override its
+    method (the others are no-ops), and its :class:`JobInfo` is built only when one does:
+    a worker calls these for every job. ``counts`` (the control channel's) is told of
+    every event as a last hook would be, but through :meth:`JobCounts.count`, which
+    needs no JobInfo.
     """
 
-    def __init__(self, hooks: Iterable[WorkerHooks], clock: Clock) -> None:
+    def __init__(
+        self, hooks: Iterable[WorkerHooks], clock: Clock, *, counts: JobCounts | None = None
+    ) -> None:
         self._hooks = tuple(hooks)
         self._clock = clock
+        self._counts = counts
         self._lock = threading.Lock()
-        # id(delivery) -> (delivery, monotonic start, the started event)
-        self._running: dict[int, tuple[Delivery, float, JobInfo]] = {}
+        self._calls = {name: _overriding(self._hooks, name) for name in _EVENTS}
+        # Timing is needed as soon as a job event has a hook: durations, and whether a
+        # job ran for the counts.
+        self._timed = counts is not None or any(self._calls[name] for name in _JOB_EVENTS)
+        # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
+        # cannot be another's while the entry stands.
+        self._running: dict[int, tuple[Delivery, float]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._hooks)
+        return bool(self._hooks) or self._counts is not None
 
     # -- the run loop ----------------------------------------------------------------
 
     def worker_starting(self, worker: Worker) -> None:
         self._call_all("on_worker_starting", worker)
+        if self._counts is not None:
+            self._counts.on_worker_starting(worker)
 
     def worker_consuming(self, worker: Worker) -> None:
         self._call_all("on_worker_consuming", worker)
+        if self._counts is not None:
+            self._counts.on_worker_consuming(worker)
 
     def worker_draining(self, worker: Worker) -> None:
         self._call_all("on_worker_draining", worker)
+        if self._counts is not None:
+            self._counts.on_worker_draining(worker)
 
     def worker_stopped(self, worker: Worker) -> None:
         self._call_all("on_worker_stopped", worker)
+        if self._counts is not None:
+            self._counts.on_worker_stopped(worker)
 
     # -- the dispatcher ----------------------------------------------------------------
 
     def started(self, delivery: Delivery) -> None:
         """The handler of ``delivery`` is about to run."""
-        if not self._hooks:
+        if not self._timed:
             return
-        info = self._info(delivery)
         with self._lock:
-            self._running[id(delivery)] = (delivery, self._clock.monotonic(), info)
-        self._call_all("on_job_started", info)
+            self._running[id(delivery)] = (delivery, self._clock.monotonic())
+        if self._calls["on_job_started"]:
+            self._call_all("on_job_started", self._info(delivery))
+        if self._counts is not None:
+            self._counts.count("started", ran=True)
 
     def succeeded(self, delivery: Delivery) -> None:
-        if self._hooks:
-            self._call_all("on_job_succeeded", self._ended(delivery))
+        if self._timed:
+            self._ended("on_job_succeeded", delivery)
 
     def failed(self, delivery: Delivery, error: str, delay: float) -> None:
-        if self._hooks:
-            self._call_all("on_job_failed", self._ended(delivery, error=error, delay=delay))
+        if self._timed:
+            self._ended("on_job_failed", delivery, error=error, delay=delay)
 
     def deferred(self, delivery: Delivery, reason: str, delay: float) -> None:
-        if self._hooks:
-            self._call_all("on_job_deferred", self._ended(delivery, reason=reason, delay=delay))
+        if self._timed:
+            self._ended("on_job_deferred", delivery, reason=reason, delay=delay)
 
     def dead_lettered(self, delivery: Delivery, reason: str, error: str = "") -> None:
-        if self._hooks:
-            info = self._ended(delivery, reason=reason, error=error)
-            self._call_all("on_job_dead_lettered", info)
+        if self._timed:
+            self._ended("on_job_dead_lettered", delivery, reason=reason, error=error)
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """The job timed out; unlike the outcomes, this does not end its timing."""
-        if not self._hooks:
+        if not self._timed:
             return
         with self._lock:
             entry = self._running.get(id(delivery))
-        info = self._info(delivery, error=error)
-        if entry is not None:
-            info = replace(info, duration=max(0.0, self._clock.monotonic() - entry[1]))
-        self._call_all("on_job_timed_out", info)
+        if self._calls["on_job_timed_out"]:
+            duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
+            self._call_all("on_job_timed_out", self._info(delivery, duration, error=error))
+        if self._counts is not None:
+            self._counts.count("timed_out", ran=entry is not None)
 
     # -- internals ---------------------------------------------------------------------
 
-    def _info(self, delivery: Delivery, **extra: Any) -> JobInfo:
+    def _info(self, delivery: Delivery, duration: float | None = None, **extra: Any) -> JobInfo:
         env = delivery.envelope
         return JobInfo(
-            job_id=env.job_id,
-            job_type=env.job_type,
-            queue=env.queue,
-            attempt=env.attempt,
-            deferrals=env.deferrals,
-            priority=env.priority,
-            enqueued_at=env.enqueued_at,
-            age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
+            env.job_id,
+            env.job_type,
+            env.queue,
+            env.attempt,
+            env.deferrals,
+            env.priority,
+            env.enqueued_at,
+            max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
+            duration,
             **extra,
         )
 
-    def _ended(self, delivery: Delivery, **extra: Any) -> JobInfo:
+    def _ended(self, method: str, delivery: Delivery, **extra: Any) -> None:
         with self._lock:
             entry = self._running.pop(id(delivery), None)
-        duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
-        return self._info(delivery, duration=duration, **extra)
+        if self._calls[method]:
+            duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
+            self._call_all(method, self._info(delivery, duration, **extra))
+        if self._counts is not None:
+            self._counts.count(method.removeprefix("on_job_"), ran=entry is not None)
 
     def _call_all(self, method: str, arg: object) -> None:
-        for hook in self._hooks:
+        for hook in self._calls[method]:
             try:
                 getattr(hook, method)(arg)
             except KeyboardInterrupt:  # only the main thread's run loop gets one: let it
@@ -212,6 +239,38 @@ class HookRunner:
                     extra=fields,
                     exc_info=True,
                 )
+
+
+_JOB_EVENTS = (
+    "on_job_started",
+    "on_job_succeeded",
+    "on_job_failed",
+    "on_job_deferred",
+    "on_job_dead_lettered",
+    "on_job_timed_out",
+)
+_EVENTS = (
+    "on_worker_starting",
+    "on_worker_consuming",
+    "on_worker_draining",
+    "on_worker_stopped",
+    *_JOB_EVENTS,
+)
+
+
+def _overriding(hooks: tuple[WorkerHooks, ...], name: str) -> tuple[WorkerHooks, ...]:
+    """The hooks whose ``name`` does something, in order.
+
+    Only the base class's own no-op is left out: a hook that is no :class:`WorkerHooks`,
+    or sets the method on the instance, is called as before (and a missing method is
+    logged as a failing hook when the event comes, as before).
+    """
+    noop = getattr(WorkerHooks, name)
+    return tuple(
+        hook
+        for hook in hooks
+        if getattr(type(hook), name, None) is not noop or name in getattr(hook, "__dict__", {})
+    )
 
 
 def _fields(arg: object) -> dict[str, Any]:

@@ -34,6 +34,8 @@ class RedeliveryCounter:
 
     def note(self, key: Hashable, redelivered: bool) -> int:
         """Record a delivery of ``key``; returns its redeliveries so far (0 if fresh)."""
+        if not redelivered and not self._counts:
+            return 0  # the common case: nothing to forget (a length read needs no lock)
         with self._lock:
             if not redelivered:
                 self._counts.pop(key, None)

@@ -103,15 +103,13 @@ class Worker:
         self._close_backend = close_backend_on_shutdown
         self._clock: Clock = clock or SystemClock()
         self._handle = WorkerHandle()
-        hooks = list(hooks)
-        # Counting for the control channel costs a hook call per job event: only when a
+        # Counting for the control channel costs a call per job event: only when a
         # control channel will be served.
         self._counts: JobCounts | None = None
         if control and isinstance(backend, SupportsControl):
             self._counts = JobCounts()
-            hooks.append(self._counts)
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
-        self._hooks = HookRunner(hooks, self._clock)
+        self._hooks = HookRunner(hooks, self._clock, counts=self._counts)
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,

@@ -71,14 +71,30 @@ class ConsumerLink(Link):
         thread, or on this one when the link takes nothing more).
         """
         pending = PendingAck(sub, channel, tag, failed)
+        self._hand_over(pending)
+        return pending.result
+
+    def ack_soon(
+        self,
+        sub: RabbitSubscription,
+        channel: Channel,
+        tag: int,
+        failed: Callable[[BackendError], None],
+    ) -> None:
+        """:meth:`ack` for a caller that never waits: only ``failed`` hears of a failure.
+
+        One per job: it spares the result (a lock, taken at once) nobody would read.
+        """
+        self._hand_over(PendingAck(sub, channel, tag, failed, _UNWATCHED))
+
+    def _hand_over(self, pending: PendingAck) -> None:
         if self.on_own_thread():
             pending()  # waiting on ourselves would never end
-            return pending.result
+            return
         try:
             self.submit(pending)
         except BackendError as exc:
             pending.fail(exc)
-        return pending.result
 
     def run_batch(self, batch: list[Any]) -> None:
         acks: list[PendingAck] = []
@@ -124,12 +140,13 @@ class PendingAck:
         channel: Channel,
         tag: int,
         failed: Callable[[BackendError], None] | None = None,
+        result: Result[None] | None = None,
     ) -> None:
         self.sub = sub
         self.channel = channel
         self.tag = tag
         self.failed = failed
-        self.result: Result[None] = Result()
+        self.result: Result[None] = Result() if result is None else result
 
     def fail(self, error: BackendError) -> None:
         """The ack could not be sent: tell whoever waits, or whoever asked to be told."""
@@ -142,6 +159,11 @@ class PendingAck:
 
     def __call__(self) -> None:  # run on its own (the link's own thread asked)
         send_acks([self])
+
+
+#: The result of an ack nobody waits for: already done, so setting it does nothing.
+_UNWATCHED: Result[None] = Result()
+_UNWATCHED.set(None)
 
 
 def send_acks(acks: list[PendingAck]) -> None:

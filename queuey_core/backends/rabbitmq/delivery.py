@@ -199,7 +199,7 @@ class RabbitDelivery(_Message):
         redelivers the message as it would after a refused :meth:`ack`.
         """
         self._claim()
-        self._sub.link.ack(self._sub, self._channel, self._tag, failed)
+        self._sub.link.ack_soon(self._sub, self._channel, self._tag, failed)
 
     def dead_letter(self, reason: str) -> None:
         """See :class:`Delivery`."""

@@ -35,11 +35,10 @@ OTHER_VARIABLES = frozenset(
         "QUEUEY_LOG_LEVEL",  # the CLI's --log-level
         "QUEUEY_SUPERVISOR_PID",  # set by `queuey worker --processes` in its children
         "QUEUEY_CHILD_INDEX",
-        "QUEUEY_BENCH_URL",  # bench/measure.py
     }
 )
-#: Prefixes of other variables queuey reads: the test suite's own.
-OTHER_PREFIXES = ("QUEUEY_TEST_",)
+#: Prefixes of other variables queuey reads: the test suite's and the benchmark's own.
+OTHER_PREFIXES = ("QUEUEY_TEST_", "QUEUEY_BENCH_")
 #: How alike a variable and a setting must be to suggest it (difflib's ratio).
 CUTOFF = 0.8
 

@@ -63,6 +63,7 @@ def test_every_variable_that_sets_nothing_is_found_with_its_close_match(
         "QUEUEY_TEST_AMQP_URL",
         "QUEUEY_TEST_ANYTHING",
         "QUEUEY_BENCH_URL",
+        "QUEUEY_BENCH_FD",  # the pipe a bench worker reports its first job on
         "PATH",
         "QUEUEYX",
     ],

@@ -338,7 +338,7 @@ def test_a_hook_gets_the_events_it_overrides_and_one_set_on_the_instance_too(
     only = OnlySucceeded()
     patched = WorkerHooks()
     started: list[JobInfo] = []
-    patched.on_job_started = started.append  # type: ignore[method-assign]
+    patched.on_job_started = started.append  # type: ignore[method-assign, assignment]
     worker = Worker(backend, queues, [Handler(Greet, greet)], clock=clock, hooks=[only, patched])
     job_id = producer.enqueue(Greet(name="ok"))
 

@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 import queuey_core
 from queuey_cli import completion, worker
 from queuey_cli.common import State
-from queuey_cli.output import Exit, LogFormat, error, out, setup_logging
+from queuey_cli.output import Exit, LogFormat, error, flush_logs, out, setup_logging
 
 #: The other commands, by name: (module, attribute: a command function or a Typer app),
 #: in the order the help lists them (Typer's: commands, then groups). Each module is
@@ -112,6 +112,22 @@ class _OneLineErrors(TyperGroup):
         **extra: Any,
     ) -> Any:
         """See :meth:`typer.core.TyperGroup.main`; with ``standalone_mode`` it exits."""
+        try:
+            return self._main(
+                args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra
+            )
+        finally:
+            flush_logs()  # lines still gathering reach this command's stderr, not a later one
+
+    def _main(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
+        windows_expand_args: bool,
+        **extra: Any,
+    ) -> Any:
         try:
             args = completion.with_shell(sys.argv[1:] if args is None else args)
         except completion.NoShell as exc:

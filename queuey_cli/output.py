@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -373,30 +374,96 @@ def _c_encoder() -> Callable[[Any, int], Any] | None:
     )
 
 
+#: How long the log writer gathers lines before it writes them (info and debug only).
+LOG_BATCH_SECONDS = 0.005
+
+
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is when a record comes, not the one it was made
-    with: a caller that swaps stderr (a test runner, an application embedding the
-    command line) may have closed that one by the time a worker thread logs."""
+    """JSON lines on stderr, written by a thread of their own in batches.
+
+    A worker logs every job, and writing each line from the job's thread (a system call
+    that lets go of the GIL, and a lock) cost more of its CPU than anything else it does
+    (``bench/PROFILE.md``): the job threads now only append the formatted line, and one
+    writer thread writes what has gathered in :data:`LOG_BATCH_SECONDS` with one call.
+    Warnings and errors are written at once, after whatever is waiting (order is kept),
+    and :meth:`flush` (called by ``logging.shutdown`` at exit, and when a command ends)
+    writes everything. A ``kill -9`` can cost the last few milliseconds of info lines.
+
+    Writes to whatever ``sys.stderr`` is when it writes, not the one it was made with: a
+    caller that swaps stderr (a test runner, an application embedding the command line)
+    may have closed that one by the time a line is written.
+    """
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+        self._lines: list[str] = []
+        self._gather = threading.Lock()  # guards _lines; held only to append or swap
+        self._write = threading.Lock()  # one writer at a time, lines in order
+        self._wake = threading.Event()
+        self._writer: threading.Thread | None = None
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        """See :meth:`logging.Handler.handle`, without the handler's lock: appending a
+        line needs only the short lock of :meth:`emit`."""
+        if not self.filter(record):
+            return False
+        self.emit(record)
+        return True
 
     def emit(self, record: logging.LogRecord) -> None:
-        """See :meth:`logging.StreamHandler.emit` (called under the handler's lock).
-
-        Its body, with the flush inline: :meth:`flush` would take the lock again.
-        """
+        """Format ``record`` on the caller's thread; write it soon (at once from warning)."""
         try:
-            msg = self.format(record)
-            self.stream = stream = sys.stderr
-            stream.write(msg + self.terminator)
-            flush = getattr(stream, "flush", None)
-            if flush is not None:
-                flush()
+            line = self.format(record) + self.terminator
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
+            return
+        with self._gather:
+            self._lines.append(line)
+            first = len(self._lines) == 1
+        if record.levelno >= logging.WARNING:
+            self.flush()
+        elif first:
+            self._start_writer()
+            self._wake.set()
+
+    def flush(self) -> None:
+        """Write every line gathered so far, now."""
+        with self._write:
+            with self._gather:
+                lines, self._lines = self._lines, []
+            if not lines:
+                return
+            try:
+                self.stream = stream = sys.stderr
+                stream.write("".join(lines))
+                stream.flush()
+            except Exception:  # stderr is gone: there is nowhere to say so
+                pass
+
+    def _start_writer(self) -> None:
+        if self._writer is not None:
+            return
+        with self._write:
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._run, name="queuey-log-writer", daemon=True
+                )
+                self._writer.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(LOG_BATCH_SECONDS)  # let the lines of the next few ms gather
+            self._wake.clear()
+            self.flush()
+
+
+def flush_logs() -> None:
+    """Write every log line still gathering (:class:`_StderrHandler`), now."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
 
 
 def setup_logging(fmt: LogFormat, level: str) -> None:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Callable
 
 import pytest
 
@@ -89,9 +90,10 @@ def test_a_selection_narrows_by_each_criterion_given() -> None:
 # -- a worker answering -----------------------------------------------------------------
 
 
-def test_a_worker_reports_its_identity_queues_and_outcome_counts(
-    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
-) -> None:
+def mixed_outcomes(clock: ManualClock) -> Callable[[Greet, JobContext], None]:
+    """A handler whose outcome its job's name picks: ok, flaky (fails once), doomed
+    (fatal) or snooze (deferred once); each takes a second of the manual clock."""
+
     def greet(job: Greet, ctx: JobContext) -> None:
         clock.sleep(1)
         if job.name == "flaky" and ctx.attempt == 1:
@@ -101,6 +103,13 @@ def test_a_worker_reports_its_identity_queues_and_outcome_counts(
         if job.name == "snooze" and ctx.deferrals == 0:
             raise Deferred(30, "rate limited")
 
+    return greet
+
+
+def test_a_worker_reports_its_identity_queues_and_outcome_counts(
+    backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
+) -> None:
+    greet = mixed_outcomes(clock)
     worker = Worker(
         backend, queues, [noop(Ping), Handler(Greet, greet)], consume=[ALPHA, BETA], clock=clock
     )
@@ -137,15 +146,7 @@ def test_a_worker_reports_its_identity_queues_and_outcome_counts(
 def test_job_counts_given_as_a_hook_count_as_the_workers_own(
     backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
 ) -> None:
-    def greet(job: Greet, ctx: JobContext) -> None:
-        clock.sleep(1)
-        if job.name == "flaky" and ctx.attempt == 1:
-            raise Retryable("flaky failure")
-        if job.name == "doomed":
-            raise Fatal("cannot ever work")
-        if job.name == "snooze" and ctx.deferrals == 0:
-            raise Deferred(30, "rate limited")
-
+    greet = mixed_outcomes(clock)
     counts = JobCounts()
     worker = Worker(
         backend,

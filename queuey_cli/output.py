@@ -401,6 +401,16 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._write = threading.Lock()  # one writer at a time, lines in order
         self._wake = threading.Event()
         self._writer: threading.Thread | None = None
+        # A child forked by a handler (multiprocessing) has no writer thread, and may
+        # have forked while one held a lock: it starts afresh.
+        os.register_at_fork(after_in_child=self._forget_writer)
+
+    def _forget_writer(self) -> None:
+        self._lines = []
+        self._gather = threading.Lock()
+        self._write = threading.Lock()
+        self._wake = threading.Event()
+        self._writer = None
 
     def handle(self, record: logging.LogRecord) -> bool:
         """See :meth:`logging.Handler.handle`, without the handler's lock: appending a

@@ -4,6 +4,8 @@ in order, warnings at once, everything by the time a command ends."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 
 import pytest
@@ -80,3 +82,29 @@ def test_a_filtered_record_is_not_written(
     assert h.handle(record(logging.WARNING, "secret")) is False
     h.flush()
     assert stderr.writes == []
+
+
+def test_a_forked_child_writes_its_own_lines(
+    stderr: Recording, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = handler(monkeypatch, stderr)
+    h.handle(record(logging.INFO, "parent"))  # the parent's writer thread is started
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its lines must reach its stderr without the parent's thread
+        try:
+            os.close(read)
+            child = Recording()
+            sys.stderr = child
+            h.handle(record(logging.INFO, "child"))
+            deadline = time.monotonic() + 10
+            while not child.writes and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.write(write, "".join(child.writes).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        written = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert written == "child\n", "the parent's gathered line stays with the parent"

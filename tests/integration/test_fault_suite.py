@@ -180,6 +180,14 @@ class Rig:
                 parts.append(f"{queue}: {self.rabbit.queue_counts(queue)} (ready, consumers)")
             except BackendError as exc:
                 parts.append(f"{queue}: {exc}")
+        # What the broker itself says of the queues: a quorum queue it could not bring
+        # back after a kill -9 shows here (a consumer of it is never answered).
+        try:
+            listed = self.node.ctl("list_queues", "name", "state", "messages", timeout=20)
+            ours = [line for line in listed.splitlines() if line.startswith("ledger.")]
+            parts.append("broker (name, state, messages): " + " | ".join(ours))
+        except Exception as exc:  # the failure's message must come whatever this does
+            parts.append(f"broker: list_queues failed: {exc}")
         return "; ".join(parts)
 
     def logs(self, last: int = 6) -> str:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import selectors
 import signal
 import socket
@@ -201,28 +202,41 @@ class Supervisor:
 
     def _read(self, timeout: float) -> None:
         for key, _ in self._selector.select(timeout):
-            child: Child = key.data
+            self._receive(key.data)
+
+    def _receive(self, child: Child) -> bool:
+        """Handle what ``child`` sent; False once it has closed its end (unregistered)."""
+        try:
+            data = child.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:  # the child ended (or closed its end): _reap will see it
+            self._selector.unregister(child.sock)
+            return False
+        child.buffer += data
+        self._lines(child)
+        return True
+
+    def _drain(self, child: Child) -> None:
+        """Handle everything an ended child sent before it ended: its exit can be seen
+        before its last words are read (a "stop" taken for a crash restarted it)."""
+        while self._registered(child) and select.select([child.sock], [], [], 0)[0]:
+            self._receive(child)
+
+    def _lines(self, child: Child) -> None:
+        *lines, child.buffer = child.buffer.split(b"\n")
+        for line in lines:
             try:
-                data = child.sock.recv(65536)
-            except OSError:
-                data = b""
-            if not data:  # the child ended (or closed its end): _reap will see it
-                self._selector.unregister(child.sock)
+                message = json.loads(line)
+            except ValueError:
+                logger.warning(
+                    "worker process %d (pid %d) sent a line that is not JSON",
+                    child.index,
+                    child.pid,
+                )
                 continue
-            child.buffer += data
-            *lines, child.buffer = child.buffer.split(b"\n")
-            for line in lines:
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    logger.warning(
-                        "worker process %d (pid %d) sent a line that is not JSON",
-                        child.index,
-                        child.pid,
-                    )
-                    continue
-                if isinstance(message, dict):
-                    self._on_message(child, message)
+            if isinstance(message, dict):
+                self._on_message(child, message)
 
     def _on_message(self, child: Child, message: dict[str, Any]) -> None:
         event = message.get("event")
@@ -311,6 +325,8 @@ class Supervisor:
             if code is None:
                 continue
             self.children.remove(child)
+            if self._registered(child):
+                self._drain(child)
             if self._registered(child):
                 self._selector.unregister(child.sock)
             child.sock.close()

@@ -24,7 +24,7 @@ from queuey_cli import supervisor as supervisor_module
 from queuey_cli.main import app
 from queuey_cli.output import Exit
 from queuey_cli.supervised import SupervisorLink
-from queuey_cli.supervisor import Supervisor, describe_exit, restart_delay
+from queuey_cli.supervisor import Slot, Supervisor, describe_exit, restart_delay
 from queuey_core import QueueyError
 from queuey_core.settings import MAX_PROCESSES, Settings
 from queuey_core.worker.hooks import JobInfo
@@ -325,6 +325,23 @@ def test_the_supervisor_exits_0_once_workers_shutdown_stopped_every_child(
     sup = fake(2)
     assert sup.run() == Exit.OK, "no signal: the children's own stops end it"
     assert len([line for line in _log_lines() if line.startswith("drained")]) == 2
+
+
+def test_a_stop_sent_just_before_the_child_ended_is_read_before_its_exit_is_judged(
+    fake: Callable[..., Supervisor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI once saw the exit first: the stop still waiting in the socket, the slot was
+    # restarted as if it had crashed. Here the supervisor looks at the exit first, always.
+    monkeypatch.setenv("FAKE_PLAN_0", "stop")
+    sup = fake(1)
+    sup.slots = [Slot(0)]
+    sup._start(sup.slots[0])
+    [child] = sup.children
+    assert child.proc.wait(30) == 0, "it said ready and stop, then ended; none of it read"
+    sup._reap()
+    assert sup.slots[0].retired, "the stop was read before the exit was judged"
+    assert sup.slots[0].restart_at is None
+    assert sup.children == []
 
 
 def test_children_that_fail_before_any_was_ready_stop_the_supervisor_with_their_code(

@@ -6,8 +6,9 @@ The RabbitMQ backend is imported lazily so that ``import queuey_core`` never imp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from queuey_core._lazy import lazy_exports
 from queuey_core.backends.base import (
     Backend,
     ConsumerEnded,
@@ -22,13 +23,8 @@ if TYPE_CHECKING:
     from queuey_core.backends.memory import MemoryBackend
 
 
-def __getattr__(name: str) -> Any:
-    # Imported on first use: a worker on RabbitMQ never loads the in-memory backend.
-    if name != "MemoryBackend":
-        raise AttributeError(f"module 'queuey_core.backends' has no attribute {name!r}")
-    from queuey_core.backends.memory import MemoryBackend  # noqa: PLC0415
-
-    return MemoryBackend
+# Imported on first use: a worker on RabbitMQ never loads the in-memory backend.
+__getattr__ = lazy_exports(__name__, {"MemoryBackend": "queuey_core.backends.memory"})
 
 
 __all__ = [

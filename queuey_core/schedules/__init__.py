@@ -15,9 +15,9 @@ One module a duty:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from queuey_core._lazy import lazy_exports
 from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger, firing_id
 
 if TYPE_CHECKING:
@@ -47,13 +47,9 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'queuey_core.schedules' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"queuey_core.schedules.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(
+    __name__, {name: f"queuey_core.schedules.{module}" for name, module in _LAZY.items()}
+)
 
 
 __all__ = [

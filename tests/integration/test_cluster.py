@@ -235,16 +235,18 @@ def test_quorum_dead_letters_and_the_ladder_work_with_a_node_down(serving: Clust
     config = QueueConfig("cluster.quorum", prefetch=4, kind=QueueKind.QUORUM, retry=retry)
     queues = QueueSet([config])
     rabbit = RabbitMQBackend(cluster.urls(), recovery_timeout=90, publish_timeout=60)
-    runs: dict[str, list[float]] = {}
+    runs: dict[str, list[tuple[int, float]]] = {}
     lock = threading.Lock()
 
     def flaky(job: Flaky, ctx: JobContext) -> None:
         with lock:
-            runs.setdefault(job.key, []).append(time.monotonic())
+            runs.setdefault(job.key, []).append((ctx.attempt, time.monotonic()))
         if job.key == "retried" and ctx.attempt == 1:
             raise Retryable("fails once")
 
     def doomed(job: Doomed, ctx: JobContext) -> None:
+        with lock:
+            runs.setdefault("doomed", []).append((ctx.attempt, time.monotonic()))
         raise Fatal("never works")
 
     worker = Worker(rabbit, queues, [Handler(Flaky, flaky), Handler(Doomed, doomed)])
@@ -276,14 +278,22 @@ def test_quorum_dead_letters_and_the_ladder_work_with_a_node_down(serving: Clust
         enqueue_retrying(lambda: producer.enqueue(Flaky(key="retried")))
         doomed_id = str(enqueue_retrying(lambda: producer.enqueue(Doomed())))
         try:
-            wait_for(lambda: len(runs.get("retried", [])) == 2 and "delayed" in runs, timeout=60)
+            wait_for(
+                lambda: [a for a, _ in runs.get("retried", [])][-1:] == [2] and "delayed" in runs,
+                timeout=60,
+            )
         except AssertionError:
             raise AssertionError(
                 f"runs {runs}, {rabbit.held_count()} held in the ladder, "
                 f"{rabbit.queue_counts(config.name)} (ready, consumers)"
             ) from None
-        assert runs["delayed"][0] - began >= 8, "a delayed job never runs early"
-        assert runs["retried"][1] - runs["retried"][0] >= 3 * 0.99
+        assert runs["delayed"][0][1] - began >= 8, "a delayed job never runs early"
+        # The ladder's own queues may still be electing leaders: a refused (nacked) retry
+        # publish puts the original back, so attempt 1 runs again, and the worker counts
+        # that as a failed settle. Each such run must be matched by exactly one count.
+        first_runs = [at for a, at in runs["retried"] if a == 1]
+        [(_, second_run)] = [r for r in runs["retried"] if r[0] == 2]
+        assert second_run - first_runs[-1] >= 3 * 0.99
         assert f":{victim.amqp_port}/" not in rabbit.connection_status()["consumer"].node
 
         wait_for(lambda: len(rabbit.list_dead_letters(config.name)) == 1, timeout=30)
@@ -298,7 +308,10 @@ def test_quorum_dead_letters_and_the_ladder_work_with_a_node_down(serving: Clust
         # Listing a quorum .dlq gave it back: it can still be requeued (and dies again).
         assert rabbit.requeue_dead_letters(config.name) == 1
         wait_for(lambda: len(rabbit.list_dead_letters(config.name)) == 1, timeout=30)
-        assert running.handle.settle_failures() == 0
+        # Each publish refused while leaders were elected (a retry, or the dead letter) put
+        # the original back to run again: one failed settle per extra run, none besides.
+        refused = len(first_runs) - 1 + len(runs["doomed"]) - 2
+        assert running.handle.settle_failures() == refused
     finally:
         worker.handle.shutdown()
         running.join()

@@ -91,11 +91,13 @@ def test_an_unanswered_consume_is_tried_on_a_new_channel_and_the_old_one_closed(
     silent = FakeChannel(answers=False)
     link.connection.opening[0](silent)
     assert not sub.started.is_set()
+    assert not sub.consuming, "an unanswered consume is not consuming"
     link.fire()
     assert silent.closed
     assert len(link.connection.opening) == 2
     link.connection.opening[1](FakeChannel(answers=True))
     assert sub.started.is_set()
+    assert sub.consuming
     assert sub.channel is not silent
     # A late consume-ok for the abandoned channel changes nothing.
     assert silent.consume_ok is not None

@@ -319,6 +319,7 @@ class Link:
     state: str = "open"
     reconnects: int = 0
     thread_alive: bool = True
+    unanswered: tuple[str, ...] = ()
 
 
 class Reporting(MemoryBackend):
@@ -363,6 +364,7 @@ def test_connections_decide_readiness_and_health(
         "state": "reconnecting",
         "reconnects": 0,
         "thread_alive": True,
+        "unanswered": [],
     }
     assert value(metrics, "queuey_broker_connection_up", connection="consumer") == 0
 
@@ -379,6 +381,19 @@ def test_connections_decide_readiness_and_health(
         "the consumer connection is dead: recovery gave up",
     )
     assert get(f"{base}/readyz")[0] == 503
+    backend.links["consumer"] = Link()
+    assert get(f"{base}/readyz")[0] == 200
+
+    # Connected, but the broker never answers the consume (a quorum queue with no leader):
+    # alive, since a restart would not help, and not ready, since no job comes.
+    backend.links["consumer"] = Link(unanswered=("gamma",))
+    status, _, body = get(f"{base}/readyz")
+    assert (status, json.loads(body)["reason"]) == (
+        503,
+        "RabbitMQ is not delivering from gamma (consume unanswered)",
+    )
+    assert json.loads(body)["connections"]["consumer"]["unanswered"] == ["gamma"]
+    assert get(f"{base}/healthz")[0] == 200
     backend.links["consumer"] = Link()
     assert get(f"{base}/readyz")[0] == 200
     running.stop()

@@ -3,8 +3,9 @@
 Owns: the worker's lifecycle state as its hooks report it, and the two checks. Alive:
 the run loop's thread and every connection's I/O thread run, and no connection has given
 up recovering; a stuck job thread is reported but is not, by itself, a reason to restart
-the process. Ready: alive, consuming, and every connection open (not while starting,
-reconnecting, draining or stopped). Must never: block on the broker (a check reads
+the process. Ready: alive, consuming, every connection open, and RabbitMQ delivering
+from every queue (not while starting, reconnecting, draining or stopped, nor while the
+broker leaves a consume unanswered). Must never: block on the broker (a check reads
 state that the worker's threads keep up to date) or import pika.
 """
 
@@ -137,7 +138,8 @@ class WorkerStatus(WorkerHooks):
         return Check(not reason, reason, details)
 
     def readiness(self) -> Check:
-        """Ready: alive, consuming, and every connection open."""
+        """Ready: alive, consuming, every connection open, and the broker delivering from
+        every queue subscribed to."""
         details = self._details()
         reason = self._dead_reason(details)
         if not reason and details["worker"] != WorkerState.CONSUMING:
@@ -146,6 +148,10 @@ class WorkerStatus(WorkerHooks):
             for role, link in details["connections"].items():
                 if link["state"] != "open":
                     reason = f"the {role} connection is {link['state']}"
+                    break
+                if link["unanswered"]:
+                    queues = ", ".join(link["unanswered"])
+                    reason = f"RabbitMQ is not delivering from {queues} (consume unanswered)"
                     break
         return Check(not reason, reason, details)
 
@@ -172,6 +178,8 @@ class WorkerStatus(WorkerHooks):
                     "state": link.state,
                     "reconnects": link.reconnects,
                     "thread_alive": link.thread_alive,
+                    # Only RabbitMQ's consumer link reports these; other backends have none.
+                    "unanswered": list(getattr(link, "unanswered", ())),
                 }
                 for role, link in sorted(self.connections().items())
             },

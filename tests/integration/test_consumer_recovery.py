@@ -138,8 +138,12 @@ def test_a_refused_consume_is_tried_again_with_pauses_until_the_broker_serves_it
         time.sleep(3)
         # The pauses grow 0.2, 0.5, 1, 2 s from here: a few in 3 s, never a hot loop.
         assert reopenings(caplog) - before <= 6, reopenings(caplog) - before
+        # The connection is open, yet nothing comes from the queue: health checks see it.
+        status = backend.connection_status()["consumer"]
+        assert (status.state, status.unanswered) == ("open", (QUEUE,))
         allow()
         assert_consumes(backend, items, "after")
+        assert backend.connection_status()["consumer"].unanswered == ()
     finally:
         backend.close()
 

@@ -32,7 +32,7 @@ from pika.spec import Basic, BasicProperties
 from queuey_core.backends.base import ConsumerEnded, Sink, message_handle, printable
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.delivery import STALE, RabbitDelivery, Undecodable
-from queuey_core.backends.rabbitmq.link import Link, Result
+from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
@@ -108,6 +108,15 @@ class ConsumerLink(Link):
             fn()
         if acks:
             send_acks(acks)
+
+    def status(self) -> LinkStatus:
+        """See :meth:`Link.status`; an open link also names the queues RabbitMQ is not
+        delivering from (their consume unanswered, or refused and asked again)."""
+        status = super().status()
+        if status.state != "open":
+            return status
+        waiting = tuple(s.queue for s in list(self.subscriptions) if s.active and not s.consuming)
+        return status._replace(unanswered=waiting)
 
     def on_open(self, conn: Any) -> None:
         for sub in list(self.subscriptions):
@@ -289,6 +298,12 @@ class RabbitSubscription:
     def queue(self) -> str:
         """See :class:`Subscription`."""
         return self.config.name
+
+    @property
+    def consuming(self) -> bool:
+        """Whether RabbitMQ accepted ``basic.consume`` on this subscription's channel, and
+        the channel is still open (read from any thread: health checks ask)."""
+        return self._consuming and self.channel is not None
 
     # -- the link's thread -------------------------------------------------------------
 

@@ -96,6 +96,9 @@ class LinkStatus(NamedTuple):
     """Whether the link's I/O thread is running."""
     node: str = ""
     """The node (its URL, redacted) the link is connected to, or trying now."""
+    unanswered: tuple[str, ...] = ()
+    """Queues a consumer link is open for but RabbitMQ has not (yet) started delivering
+    from: their ``basic.consume`` is unanswered or was refused."""
 
 
 class Link:

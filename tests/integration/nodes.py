@@ -258,6 +258,17 @@ class Node:
         except (OSError, ValueError) as exc:
             raise NodeError(f"no pid file for {self.name}: {exc}") from exc
 
+    def flush_quorum_directory(self) -> None:
+        """Make the node write its quorum-queue directory (queue name to Raft member) to disk.
+
+        RabbitMQ 3.10 (Ra 2.2) keeps a new entry of that directory (a ``dets`` table) in a
+        write cache for a few seconds. A ``kill -9`` in that window brings the queue back
+        as a new, empty Raft member that never elects a leader: ``basic.consume`` on it
+        times out in the broker, and the messages the old member held are out of reach.
+        A test that kills the node moments after declaring its queues calls this first.
+        """
+        self.ctl("eval", "dets:sync(ra_directory_reverse).", timeout=30)
+
     def log_tail(self, lines: int = 25) -> str:
         """The last lines of the node's log, for error messages."""
         try:

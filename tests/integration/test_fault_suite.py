@@ -191,6 +191,7 @@ class Rig:
             parts.append("broker (name, state, messages): " + " | ".join(ours))
         except Exception as exc:  # the failure's message must come whatever this does
             parts.append(f"broker: list_queues failed: {exc}")
+        parts.append("broker log:\n" + self.node.log_tail(30))
         return "; ".join(parts)
 
     def logs(self, last: int = 6) -> str:
@@ -284,6 +285,9 @@ def test_the_broker_killed_with_sigkill_and_restarted_loses_no_job(
     fresh_node: Node, rig: Rig, figures: list[str], queue: str, producing: bool
 ) -> None:
     node = fresh_node
+    # The queues were declared a moment ago: see Node.flush_quorum_directory for what a
+    # kill -9 this soon after does to a quorum queue on RabbitMQ 3.10.
+    node.flush_quorum_directory()
     workers = [rig.worker(queue) for _ in range(2)]
     if producing:
         feeder = rig.feeder(queue, TOTAL, ms=1, pause=0.15)

@@ -16,7 +16,7 @@ from tests.integration import ledger
 from tests.integration.cluster import Cluster
 from tests.integration.fleet import WorkerProcess
 from tests.integration.ledger import Books
-from tests.integration.nodes import Node
+from tests.integration.nodes import Node, port_open
 
 T = TypeVar("T")
 
@@ -135,7 +135,9 @@ class Stream(threading.Thread):
 
     def state(self) -> str:
         """Where the producer stands, for a failure's message."""
-        return f"{len(self.ids)} enqueued, alive {self.is_alive()}, error {self.error!r}, " + (
+        return (
+            f"{len(self.ids)} enqueued, {self.refusals} batches refused, alive "
+            f"{self.is_alive()}, error {self.error!r}, "
             f"connections {self.rabbit.connection_status()}"
         )
 
@@ -158,12 +160,59 @@ def feeder_reconnects(feeder: Stream) -> int:
     return status["publisher"].reconnects if "publisher" in status else 0
 
 
-def first_finish_after(ledger_file: Path, since: float, timeout: float = 90.0) -> float:
+def first_finish_after(
+    ledger_file: Path,
+    since: float,
+    timeout: float = 90.0,
+    explain: Callable[[], str] = lambda: "",
+) -> float:
+    """Seconds from ``since`` (a time.time()) to the first job finished after it; on
+    failure, the message ends with what ``explain()`` says."""
     deadline = time.monotonic() + timeout
     while (took := Books.read(ledger_file).first_finish_after(since)) is None:
-        assert time.monotonic() < deadline, "no job finished after the node was stopped"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no job finished after the node was stopped; {explain()}")
         time.sleep(0.05)
     return took
+
+
+def cluster_state(cluster: Cluster, queue: str, worker: WorkerProcess | None = None) -> str:
+    """What the nodes still up say of ``queue`` (its Raft members) and what the worker
+    logged last, for a failure's message; never raises."""
+    parts = []
+    if worker is not None:
+        parts.append(
+            "worker: "
+            + " | ".join(f"{e.get('level')} {e.get('message')}" for e in worker.events()[-8:])
+        )
+    for node in cluster.nodes:
+        if not port_open(node.amqp_port):
+            parts.append(f"{node.short_name}: down")
+            continue
+        try:
+            channels = node.ctl(
+                "list_channels",
+                "name",
+                "messages_unconfirmed",
+                "consumer_count",
+                "messages_unacknowledged",
+                "-q",
+                timeout=30,
+            )
+            parts.append(
+                f"{node.short_name} channels (unconfirmed, consumers, unacked):\n{channels}"
+            )
+        except Exception as exc:  # the failure's message must come whatever this does
+            parts.append(f"{node.short_name}: list_channels failed: {exc}")
+    for node in cluster.nodes:
+        if not port_open(node.amqp_port):
+            continue
+        try:
+            parts.append(f"{node.short_name} quorum_status {queue}: {node.quorum_status(queue)}")
+            break
+        except Exception as exc:  # the failure's message must come whatever this does
+            parts.append(f"{node.short_name}: quorum_status failed: {exc}")
+    return "\n".join(parts)
 
 
 def settle(ledger_file: Path, ids: list[str], admin: RabbitMQBackend) -> Books:

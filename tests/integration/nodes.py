@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 #: The user the server runs as; it must own every file the node writes.
 RABBITMQ_USER = "rabbitmq"
@@ -257,6 +258,19 @@ class Node:
             return int(self.pid_file.read_text().strip())
         except (OSError, ValueError) as exc:
             raise NodeError(f"no pid file for {self.name}: {exc}") from exc
+
+    def quorum_status(self, queue: str, vhost: str = "/") -> list[dict[str, Any]]:
+        """``rabbitmq-queues quorum_status``: one row per Raft member of ``queue`` (its node,
+        ``Raft State``, indexes, term), as this node sees them.
+
+        Raises:
+            NodeError: it failed or timed out (the queue has no member this node can ask).
+        """
+        argv = ["rabbitmq-queues", "-n", self.name, "quorum_status", queue, "-p", vhost]
+        rows: list[dict[str, Any]] = json.loads(
+            self._run([*argv, "-q", "--formatter", "json"], 30).stdout
+        )
+        return rows
 
     def flush_quorum_directory(self) -> None:
         """Make the node write its quorum-queue directory (queue name to Raft member) to disk.

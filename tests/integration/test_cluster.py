@@ -48,6 +48,7 @@ from tests.integration.cluster_clients import (
     BATCH,
     Stream,
     alive,
+    cluster_state,
     enqueue_retrying,
     feeder_reconnects,
     first_finish_after,
@@ -148,6 +149,10 @@ def test_a_worker_and_a_producer_lose_no_job_when_their_node_is_stopped(
     worker = WorkerProcess(config, ledger_file, tmp_path, ledger.QUORUM)
     feeder = Stream(",".join(urls), queues)
     stops: list[str] = []
+
+    def explain() -> str:
+        return f"producer: {feeder.state()}\n{cluster_state(cluster, ledger.QUORUM, worker)}"
+
     try:
         feeder.start()
         wait_until(
@@ -176,7 +181,7 @@ def test_a_worker_and_a_producer_lose_no_job_when_their_node_is_stopped(
                 now_on = producer_moved_off(feeder, victim)
                 hit["producer"] = True
                 stops.append(f"publisher {victim.amqp_port}->{port_of(now_on)}")
-            resumed = first_finish_after(ledger_file, stopped_at)
+            resumed = first_finish_after(ledger_file, stopped_at, explain=explain)
             stops[-1] += (
                 f" (quorum+1 after {waited:.1f}s; stop took {stopped_at - stopping:.1f}s; "
                 f"jobs again {resumed:.2f}s after it)"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queuey_core.backends.rabbitmq import consumer
 from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
 from queuey_core.queues import QueueConfig
 
 
@@ -75,7 +75,7 @@ def subscription() -> tuple[RabbitSubscription, FakeLink]:
 def test_a_channel_never_opened_is_asked_for_again_after_the_answer_timeout() -> None:
     sub, link = subscription()
     sub.open_channel(link.connection)
-    assert [d for d, _ in link.timers] == [consumer.ANSWER_TIMEOUT]
+    assert [d for d, _ in link.timers] == [ANSWER_TIMEOUT]
     link.fire()  # no answer to channel.open
     assert len(link.connection.opening) == 2, "a second channel is asked for"
     ch = FakeChannel(answers=True)

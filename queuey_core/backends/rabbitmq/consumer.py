@@ -32,7 +32,7 @@ from pika.spec import Basic, BasicProperties
 from queuey_core.backends.base import ConsumerEnded, Sink, message_handle, printable
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.delivery import STALE, RabbitDelivery, Undecodable
-from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, LinkStatus, Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
@@ -251,11 +251,6 @@ class DeadLetterer:
                 logger.debug("undecodable message left to RabbitMQ", exc_info=True)
 
 
-#: How long a subscription waits for RabbitMQ to answer the opening of its channel, its
-#: basic.qos and its basic.consume before it tries again on a new channel. A broker busy
-#: bringing its queues back after a crash has been seen to leave a consumer unanswered,
-#: which left a worker connected and idle for good.
-ANSWER_TIMEOUT = 15.0
 #: The pause before a channel the broker closed is opened again: the first at once, then
 #: doubling up to the last (a refused consume must not turn into a hot loop).
 REOPEN_PAUSES = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)

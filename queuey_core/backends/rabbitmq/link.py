@@ -32,6 +32,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: How long a link waits for RabbitMQ to answer the opening of a channel and what sets it
+#: up (a consumer's basic.qos and basic.consume, the publisher's confirm.select) before it
+#: tries again on a new channel. A broker busy bringing its queues back after a crash has
+#: been seen to leave a consumer unanswered, which left a worker connected and idle for
+#: good; a publisher left so would fail every publish at its deadline, for good.
+ANSWER_TIMEOUT = 15.0
+
 
 class Result(Generic[T]):
     """A one-shot result handed from the link's thread to a waiting thread.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import struct
 import threading
 import uuid
@@ -29,7 +30,7 @@ from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.rabbitmq.errors import describe, root_cause
-from queuey_core.backends.rabbitmq.link import Link, Result, refused_access
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, Result, refused_access
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,
@@ -38,6 +39,8 @@ from queuey_core.errors import (
     PublishFailure,
     UnroutableError,
 )
+
+logger = logging.getLogger(__name__)
 
 #: A frame's type, channel, size and end octet around its payload.
 FRAME_OVERHEAD = spec.FRAME_HEADER_SIZE + spec.FRAME_END_SIZE
@@ -125,6 +128,9 @@ class PublisherLink(Link):
         #: Messages sent again after a lost connection: each may now be on the broker
         #: twice (with the same job id).
         self.republished = 0
+        # The channel being opened (the link's thread only): an attempt RabbitMQ leaves
+        # unanswered for ANSWER_TIMEOUT is given up for a new one.
+        self._channel_attempt = 0
 
     # -- any thread --------------------------------------------------------------------
 
@@ -211,7 +217,25 @@ class PublisherLink(Link):
         self.blocked = False
         conn.add_on_connection_blocked_callback(self._blocked)
         conn.add_on_connection_unblocked_callback(self._unblocked)
-        conn.channel(on_open_callback=self._channel_opened)
+        self._open_channel(conn)
+
+    def _open_channel(self, conn: Any) -> None:
+        self._channel_attempt += 1
+        attempt = self._channel_attempt
+        conn.channel(on_open_callback=lambda ch: self._channel_opened(ch, attempt))
+        self.later(ANSWER_TIMEOUT, lambda: self._unanswered(attempt))
+
+    def _unanswered(self, attempt: int) -> None:
+        if attempt != self._channel_attempt or self._channel is not None:
+            return  # answered, or given up for a newer attempt already
+        conn = self._conn
+        if conn is None or not conn.is_open:
+            return  # the link opens a channel again once it reconnects
+        logger.warning(
+            "RabbitMQ did not answer the publisher's channel within %gs; trying a new one",
+            ANSWER_TIMEOUT,
+        )
+        self._open_channel(conn)
 
     def _blocked(self, conn: Any, frame: Any) -> None:
         self.blocked = True
@@ -220,14 +244,21 @@ class PublisherLink(Link):
         self.blocked = False
         self._flush()
 
-    def _channel_opened(self, ch: Channel) -> None:
+    def _channel_opened(self, ch: Channel, attempt: int) -> None:
+        if attempt != self._channel_attempt:
+            ch.close()  # answered too late: a newer attempt replaced it
+            return
         ch.add_on_close_callback(self._channel_closed)
         ch.add_on_return_callback(self._returned)
         ch.confirm_delivery(
-            ack_nack_callback=self._confirmed, callback=lambda _f: self._channel_ready(ch)
+            ack_nack_callback=self._confirmed,
+            callback=lambda _f: self._channel_ready(ch, attempt),
         )
 
-    def _channel_ready(self, ch: Channel) -> None:
+    def _channel_ready(self, ch: Channel, attempt: int) -> None:
+        if attempt != self._channel_attempt:
+            ch.close()
+            return
         self._channel = ch
         self._next_tag = 1
         self._flush()
@@ -255,7 +286,7 @@ class PublisherLink(Link):
                 pub.fail(error)
             conn = self._conn
             if conn is not None and conn.is_open:
-                conn.channel(on_open_callback=self._channel_opened)
+                self._open_channel(conn)
             return
         # The connection is going away: republish what was not confirmed, in order, once
         # it is back. The broker may have taken some of it: duplicates, never losses.

@@ -1,0 +1,127 @@
+"""A publisher whose channel (or its confirm.select) RabbitMQ never answers tries again.
+
+pika's objects are stood in for: the test plays the broker, answering or not, and runs
+the link's timers itself (no real time passes, and the link's thread never starts).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pika
+
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
+from queuey_core.backends.rabbitmq.nodes import Nodes, Picker
+from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, pub_for
+from queuey_core.envelope import Envelope
+
+
+class FakeChannel:
+    def __init__(self, number: int, answers: bool) -> None:
+        self.channel_number = number
+        self.answers = answers
+        self.is_open = True
+        self.closed = False
+        self.confirm_ok: Callable[[Any], None] | None = None
+
+    def add_on_close_callback(self, fn: object) -> None:
+        pass
+
+    def add_on_return_callback(self, fn: object) -> None:
+        pass
+
+    def confirm_delivery(self, ack_nack_callback: object, callback: Callable[[Any], None]) -> None:
+        self.confirm_ok = callback
+        if self.answers:
+            callback(None)
+
+    def close(self) -> None:
+        self.is_open = False
+        self.closed = True
+
+
+class FakeConnection:
+    def __init__(self) -> None:
+        self.is_open = True
+        self.params = pika.ConnectionParameters()
+        self.opening: list[Callable[[Any], None]] = []
+        self.written: list[bytes] = []
+
+    def channel(self, on_open_callback: Callable[[Any], None]) -> None:
+        self.opening.append(on_open_callback)
+
+    def add_on_connection_blocked_callback(self, fn: object) -> None:
+        pass
+
+    def add_on_connection_unblocked_callback(self, fn: object) -> None:
+        pass
+
+    def _output_marshaled_frames(self, frames: list[bytes]) -> None:
+        self.written.extend(frames)
+
+
+class Publisher(PublisherLink):
+    """The link, its timers kept for the test to fire."""
+
+    def __init__(self) -> None:
+        url = "amqp://guest:guest@127.0.0.1:5672/%2F"
+        nodes = Nodes([url])
+        picker = Picker(nodes, [pika.URLParameters(url)])
+        super().__init__(
+            picker, name="publisher", where=url, connect_timeout=5, recovery_timeout=60
+        )
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.fake = FakeConnection()
+        self._conn = self.fake
+
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        self.timers.append((delay, fn))
+
+    def fire(self) -> None:
+        timers, self.timers = self.timers, []
+        for _, fn in timers:
+            fn()
+
+
+def a_pub() -> Pub:
+    envelope = Envelope(job_id=uuid.uuid4(), job_type="t.job", queue="q", enqueued_at=0, payload={})
+    return pub_for("", "q", envelope)
+
+
+def test_an_unanswered_channel_open_is_tried_again_and_what_waited_is_sent_on_the_new_one() -> None:
+    link = Publisher()
+    link.on_open(link.fake)
+    assert [d for d, _ in link.timers] == [ANSWER_TIMEOUT]
+    link._add([a_pub()])  # handed over while no channel is ready: it waits
+    link.fire()  # channel.open never answered
+    assert len(link.fake.opening) == 2, "a second channel is asked for"
+    link.fake.opening[1](FakeChannel(2, answers=True))
+    assert len(link.fake.written) == 1, "the waiting message went out on the new channel"
+    link.fire()  # the answered attempt's timer does nothing
+    assert len(link.fake.opening) == 2
+
+
+def test_an_unanswered_confirm_select_is_given_up_and_a_late_answer_is_closed() -> None:
+    link = Publisher()
+    link.on_open(link.fake)
+    silent = FakeChannel(1, answers=False)
+    link.fake.opening[0](silent)
+    link.fire()
+    assert len(link.fake.opening) == 2
+    link.fake.opening[1](FakeChannel(2, answers=True))
+    # confirm.select-ok for the abandoned channel, late: it is closed, not used.
+    assert silent.confirm_ok is not None
+    silent.confirm_ok(None)
+    assert silent.closed
+    link._add([a_pub()])
+    assert len(link.fake.written) == 1
+
+
+def test_no_new_channel_while_the_connection_is_down() -> None:
+    link = Publisher()
+    link.on_open(link.fake)
+    link.fake.is_open = False
+    link.fire()
+    assert len(link.fake.opening) == 1, "the link opens a channel again on reconnecting"

@@ -5,8 +5,9 @@ confirmed, republishing what the broker had not confirmed after a recovery (and 
 it: :attr:`PublisherLink.republished`), holding messages back while the broker blocks
 publishers, knowing of each message whether it was ever handed to the connection
 (:attr:`Pub.sent`), mapping a broker's return (``mandatory``) or nack to an error for that
-one message, the AMQP properties every queuey message carries, and marshalling each batch's
-frames itself (byte for byte what pika's ``basic_publish`` writes, in one write).
+one message (and moving to a fresh channel after a nack), the AMQP properties every queuey
+message carries, and marshalling each batch's frames itself (byte for byte what pika's
+``basic_publish`` writes, in one write).
 Must never: report a message as published before the broker confirmed it; report one as
 not enqueued once it was handed to the connection; send (or republish) a message its
 sender gave up on; drop a message silently; let a message that cannot be encoded fail
@@ -131,6 +132,11 @@ class PublisherLink(Link):
         # The channel being opened (the link's thread only): an attempt RabbitMQ leaves
         # unanswered for ANSWER_TIMEOUT is given up for a new one.
         self._channel_attempt = 0
+        # RabbitMQ refused (nacked) a message on the current channel: nothing more is sent
+        # on it, and a fresh one is opened once its last confirm is in (see _renew_channel).
+        self._refused = False
+        #: Channels left for a fresh one after a refusal (for tests and diagnostics).
+        self.renewed_channels = 0
 
     # -- any thread --------------------------------------------------------------------
 
@@ -163,7 +169,7 @@ class PublisherLink(Link):
     def _flush(self) -> None:
         ch = self._channel
         conn = self._conn
-        if ch is None or not ch.is_open or self.blocked or not self._unsent:
+        if ch is None or not ch.is_open or self.blocked or self._refused or not self._unsent:
             return
         if conn is None or not conn.is_open:
             return  # the channel hears of it next: what is unsent goes on the next one
@@ -251,7 +257,7 @@ class PublisherLink(Link):
         ch.add_on_close_callback(self._channel_closed)
         ch.add_on_return_callback(self._returned)
         ch.confirm_delivery(
-            ack_nack_callback=self._confirmed,
+            ack_nack_callback=lambda f: self._confirmed(ch, f),
             callback=lambda _f: self._channel_ready(ch, attempt),
         )
 
@@ -261,7 +267,28 @@ class PublisherLink(Link):
             return
         self._channel = ch
         self._next_tag = 1
+        self._refused = False
         self._flush()
+
+    def _renew_channel(self) -> None:
+        """Leave the current channel for a fresh one; called once nothing on it awaits a
+        confirm, after RabbitMQ refused a message on it.
+
+        RabbitMQ keeps per-channel state for each quorum queue a channel publishes to, and
+        3.10 can leave it refusing for good: in the cluster test, a producer that had moved
+        to another node as its node stopped was nacked 170 times in 90 s on one channel,
+        while the queue had a leader and took other publishers' messages. A fresh channel
+        starts without that state. A nack for any other reason (a full queue with
+        ``reject-publish``) costs one channel open.
+        """
+        ch, self._channel = self._channel, None  # its close callback is ignored from now
+        self.renewed_channels += 1
+        if ch is not None and ch.is_open:
+            ch.close()
+        conn = self._conn
+        if conn is not None and conn.is_open:
+            self._open_channel(conn)
+        # Else the link opens a channel once it has reconnected.
 
     def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
         if ch is not self._channel:
@@ -300,9 +327,13 @@ class PublisherLink(Link):
                 pub.returned = f"{method.reply_code} {method.reply_text}"
                 return
 
-    def _confirmed(self, frame: Any) -> None:
+    def _confirmed(self, ch: Channel, frame: Any) -> None:
+        if ch is not self._channel:
+            return  # a channel left behind: its tags are not this one's
         method = frame.method
         ok = isinstance(method, Basic.Ack)
+        if not ok:
+            self._refused = True
         if method.multiple:
             # Pending is in tag order: take from the front, never scan the whole window.
             done = []
@@ -332,6 +363,8 @@ class PublisherLink(Link):
                 )
             else:
                 pub.future.set(None)
+        if self._refused and not self._pending:
+            self._renew_channel()
 
     def _fail_all(self, unsent: NotEnqueuedError, sent: EnqueueUnknownError) -> None:
         """Fail every message still here: ``sent`` if it was ever sent, else ``unsent``."""

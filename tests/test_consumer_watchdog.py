@@ -12,17 +12,13 @@ from typing import Any
 from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
 from queuey_core.queues import QueueConfig
+from tests import pika_fakes
 
 
-class FakeChannel:
+class FakeChannel(pika_fakes.FakeChannel):
     def __init__(self, answers: bool) -> None:
-        self.answers = answers
-        self.is_open = True
-        self.closed = False
+        super().__init__(answers)
         self.consume_ok: Callable[[Any], None] | None = None
-
-    def add_on_close_callback(self, fn: object) -> None:
-        pass
 
     def add_on_cancel_callback(self, fn: object) -> None:
         pass
@@ -36,23 +32,10 @@ class FakeChannel:
             callback(None)
         return "ctag"
 
-    def close(self) -> None:
-        self.is_open = False
-        self.closed = True
-
-
-class FakeConnection:
-    def __init__(self) -> None:
-        self.is_open = True
-        self.opening: list[Callable[[Any], None]] = []
-
-    def channel(self, on_open_callback: Callable[[Any], None]) -> None:
-        self.opening.append(on_open_callback)
-
 
 class FakeLink:
     def __init__(self) -> None:
-        self.connection = FakeConnection()
+        self.connection = pika_fakes.FakeConnection()
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.subscriptions: list[RabbitSubscription] = []
         self.recovery_timeout = 60.0

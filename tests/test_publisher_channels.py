@@ -20,19 +20,15 @@ from queuey_core.backends.rabbitmq.nodes import Nodes, Picker
 from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, pub_for
 from queuey_core.envelope import Envelope
 from queuey_core.errors import NotEnqueuedError, PublishFailure
+from tests import pika_fakes
 
 
-class FakeChannel:
+class FakeChannel(pika_fakes.FakeChannel):
     def __init__(self, number: int, answers: bool) -> None:
+        super().__init__(answers)
         self.channel_number = number
-        self.answers = answers
-        self.is_open = True
-        self.closed = False
         self.confirm_ok: Callable[[Any], None] | None = None
         self.acks: Callable[[Any], None] | None = None
-
-    def add_on_close_callback(self, fn: object) -> None:
-        pass
 
     def add_on_return_callback(self, fn: object) -> None:
         pass
@@ -45,20 +41,12 @@ class FakeChannel:
         if self.answers:
             callback(None)
 
-    def close(self) -> None:
-        self.is_open = False
-        self.closed = True
 
-
-class FakeConnection:
+class FakeConnection(pika_fakes.FakeConnection):
     def __init__(self) -> None:
-        self.is_open = True
+        super().__init__()
         self.params = pika.ConnectionParameters()
-        self.opening: list[Callable[[Any], None]] = []
         self.written: list[bytes] = []
-
-    def channel(self, on_open_callback: Callable[[Any], None]) -> None:
-        self.opening.append(on_open_callback)
 
     def add_on_connection_blocked_callback(self, fn: object) -> None:
         pass

@@ -13,7 +13,8 @@ import typer
 from queuey_cli.output import Exit, error
 from queuey_core import ConfigError, QueueSet, QueueyError
 from queuey_core.handlers import Discovered, check_queues, discover
-from queuey_core.settings import Settings, load_settings
+from queuey_core.process.setup import backend_for
+from queuey_core.settings import Settings, find_config, load_settings
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
 JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: see the README).")
@@ -32,6 +33,10 @@ class State:
         """The effective configuration (files, then QUEUEY_*, then ``overrides``)."""
         settings, _ = load_settings(self.config or None, overrides=overrides or None)
         return settings
+
+    def where(self) -> str:
+        """The config files, for a message: ``a.toml + b.toml`` (or ``configuration``)."""
+        return " + ".join(str(p) for p in find_config(self.config or None)) or "configuration"
 
     def handlers(self, queues: QueueSet) -> list[Discovered]:
         """The handlers plugins register, checked against the configured queues."""
@@ -74,15 +79,4 @@ def usage(message: str) -> typer.Exit:
 
 def backend(settings: Settings) -> Any:
     """A RabbitMQ backend for ``settings`` (pika is imported only now)."""
-    # Imported here: `queuey handlers` and `config show` should not pay for pika.
-    from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
-
-    return RabbitMQBackend(
-        settings.broker.urls(),
-        heartbeat=settings.broker.heartbeat,
-        connect_timeout=settings.broker.connect_timeout,
-        recovery_timeout=settings.broker.recovery_timeout,
-        publish_timeout=settings.broker.publish_timeout,
-        ssl_context=settings.broker.ssl_context(),
-        server_name=settings.broker.tls.server_name,
-    )
+    return backend_for(settings)

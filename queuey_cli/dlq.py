@@ -15,9 +15,10 @@ from typing import Annotated, Any
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.output import Column, err, listing, print_json, printable, say
+from queuey_cli.output import Column, err, listing, print_json, say
 from queuey_core import DeadLetter
 from queuey_core.backends.base import AnyDeadLetter, UndecodableDeadLetter
+from queuey_core.logs import escape_controls
 
 app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
 
@@ -69,7 +70,7 @@ def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list
 
 
 def _not_declared(names: list[str]) -> list[str]:
-    return [f"queue {printable(repr(n))}: not declared yet, no dead letters" for n in names]
+    return [f"queue {escape_controls(repr(n))}: not declared yet, no dead letters" for n in names]
 
 
 # A dead letter's reason and time come from message headers, which anything that can
@@ -304,7 +305,7 @@ def purge(
     if not yes:
         if not sys.stdin.isatty():
             raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
-        if not typer.confirm(f"delete every dead letter of {printable(queue)}?", err=True):
+        if not typer.confirm(f"delete every dead letter of {escape_controls(queue)}?", err=True):
             raise usage("not confirmed")
     broker, there, _ = _queues(ctx, queue)
     try:

@@ -9,28 +9,26 @@ Text that came from a message, a handler or a user (job types, ids, reasons, que
 names, payloads, error messages quoting them) is shown literally: never read as Rich
 markup (``[/]`` in a reason once crashed ``dlq list``), and with control characters
 escaped (a job type holding ``ESC[2J`` must not clear the terminal). Everything goes
-through :func:`printable`, and onto a console only as :class:`rich.text.Text`
-(:func:`literal`), never as a markup string.
+through :func:`~queuey_core.logs.escape_controls`, and onto a console only as
+:class:`rich.text.Text` (:func:`literal`), never as a markup string.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
-import re
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
-from types import TracebackType
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
+
+from queuey_core.logs import BatchedStderrHandler, JsonFormatter, LineFormatter, escape_controls
+from queuey_core.process.exits import Exit as Exit  # noqa: PLC0414 - re-exported
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,49 +69,11 @@ def console_of(console: Console) -> Console:
     return console
 
 
-class Exit(IntEnum):
-    """The exit codes of ``queuey``."""
-
-    OK = 0
-    FAILURE = 1  # the broker refused or could not be reached
-    USAGE = 2  # bad input: arguments, payloads, configuration
-    BROKER_LOST = 3  # a worker lost the broker and could not recover
-    UNKNOWN = 4  # an enqueue may or may not have reached the broker
-    FORCED = 130  # a second signal, or the shutdown timeout: stopped at once
-
-
-#: C0 and C1 controls and DEL; lone surrogates (undecodable bytes of argv, which cannot
-#: be written out); line and paragraph separators; bidirectional overrides, which can
-#: make text read differently from what it is.
-_OTHERS = r"\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-_UNPRINTABLE = re.compile(rf"[\x00-\x1f{_OTHERS}]")
-_UNPRINTABLE_BUT_NEWLINE = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHERS}]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
-
-
-def printable(text: object, *, newlines: bool = False) -> str:
-    """``text`` safe for a terminal, on one line: control characters escaped.
-
-    ESC becomes the four characters ``\\x1b``, a newline ``\\n`` (kept with
-    ``newlines=True``, for tracebacks), U+202E ``\\u202e``. Backslashes are left alone,
-    so a literal ``\\x1b`` in the input looks the same: the aim is a safe and readable
-    line, not a reversible encoding (``--json`` output is that).
-    """
-    value = text if isinstance(text, str) else str(text)
-    return (_UNPRINTABLE_BUT_NEWLINE if newlines else _UNPRINTABLE).sub(_escape, value)
-
-
 def literal(text: object, style: str = "") -> Text:
     """``text`` as Rich Text: shown as it is, never read as markup."""
     from rich.text import Text  # noqa: PLC0415
 
-    return Text(printable(text), style=style)
+    return Text(escape_controls(text), style=style)
 
 
 def table(*columns: str, title: str) -> Table:
@@ -160,7 +120,7 @@ def is_terminal() -> bool:
 
 
 def _cell(value: object) -> str:
-    return NONE if value is None else printable(value)
+    return NONE if value is None else escape_controls(value)
 
 
 def rows_table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[object]]) -> Table:
@@ -179,8 +139,9 @@ def rows_table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[ob
 def plain_lines(
     columns: Sequence[Column], rows: Iterable[Sequence[object]], *, header: bool = True
 ) -> list[str]:
-    """A header of field names, then a line a record, tab-separated. Every cell is
-    :func:`printable`, so a tab or newline in a value is escaped and cannot split it."""
+    """A header of field names, then a line a record, tab-separated. Every cell goes
+    through :func:`~queuey_core.logs.escape_controls`, so a tab or newline in a value is
+    escaped and cannot split it."""
     lines = ["\t".join(c.name for c in columns)] if header else []
     lines.extend("\t".join(_cell(v) for v in row) for row in rows)
     return lines
@@ -242,13 +203,7 @@ def error(message: object) -> None:
     """One clear line on stderr: ``error: <message>``, the message literal."""
     from rich.text import Text  # noqa: PLC0415
 
-    err.print(Text.assemble(("error:", "bold red"), " ", printable(message)), highlight=False)
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` of an exception, on one line."""
-    text = str(exc)
-    return printable(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+    err.print(Text.assemble(("error:", "bold red"), " ", escape_controls(message)), highlight=False)
 
 
 class LogFormat(StrEnum):
@@ -259,219 +214,9 @@ class LogFormat(StrEnum):
     JSON = "json"
 
 
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-
-
-_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
-
-
-def _exception(record: logging.LogRecord) -> _ExcInfo | None:
-    info = record.exc_info
-    if info and info[0] is not None and info[1] is not None:
-        return info
-    return None
-
-
-class LineFormatter(logging.Formatter):
-    """A record's message as one literal line; its exception as ``: Type: message``.
-
-    With ``tracebacks`` (at ``--log-level debug``) the traceback follows instead, on
-    lines of its own, control characters still escaped; so does a failed job's
-    (its ``traceback`` field), which is left out otherwise to keep the lines readable.
-    """
-
-    def __init__(self, *, tracebacks: bool = False) -> None:
-        super().__init__()
-        self.tracebacks = tracebacks
-
-    def format(self, record: logging.LogRecord) -> str:
-        """See :class:`logging.Formatter`."""
-        message = printable(record.getMessage())
-        exc = _exception(record)
-        if exc is None:
-            job_traceback = getattr(record, "traceback", None)
-            if self.tracebacks and isinstance(job_traceback, str) and job_traceback:
-                return f"{message}\n{printable(job_traceback, newlines=True)}"
-            return message
-        if self.tracebacks:
-            return f"{message}\n{printable(self.formatException(exc), newlines=True)}"
-        return f"{message}: {describe(exc[1])}"
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object a line, with a record's structured fields (job_id, queue, ...).
-
-    An exception is an ``error`` field, ``Type: message``; with ``tracebacks`` (at
-    ``--log-level debug``) a ``traceback`` field too. A failed job's record carries its
-    ``traceback`` field at every level (the worker puts it there, without source lines).
-    """
-
-    def __init__(self, *, tracebacks: bool = False) -> None:
-        super().__init__()
-        self.tracebacks = tracebacks
-        # A worker logs every job: the second's text is made once a second, and one
-        # encoder serves every line (json.dumps with options builds one per call, and so
-        # does JSONEncoder.encode, its C encoder included: that one is made once here).
-        self._second = (-1, "")
-        self._encoder = json.JSONEncoder(default=str)
-        self._encode = _c_encoder()
-        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-    def _timestamp(self, created: float, msecs: float) -> str:
-        second = int(created)
-        if self._second[0] != second:
-            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-        return f"{self._second[1]}.{int(msecs):03d}Z"
-
-    def _extra_keys(self, fields: dict[str, Any]) -> tuple[str, ...]:
-        """The record's own fields (not LogRecord's, not private), in order.
-
-        Records of one call site have the same keys in the same order: the answer is
-        kept per such shape rather than worked out key by key for every record.
-        """
-        shape = tuple(fields)
-        keys = self._shapes.get(shape)
-        if keys is None:
-            keys = tuple(k for k in shape if k not in _STANDARD and not k.startswith("_"))
-            if len(self._shapes) >= 256:  # bounded, whatever callers log
-                self._shapes.clear()
-            self._shapes[shape] = keys
-        return keys
-
-    def format(self, record: logging.LogRecord) -> str:
-        """See :class:`logging.Formatter`."""
-        data: dict[str, Any] = {
-            "time": self._timestamp(record.created, record.msecs),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        fields = vars(record)
-        for key in self._extra_keys(fields):
-            data[key] = fields[key]
-        exc = _exception(record)
-        if exc is not None:
-            data["error"] = describe(exc[1])
-            if self.tracebacks:
-                data["traceback"] = self.formatException(exc)
-        if self._encode is not None:
-            try:
-                return "".join(self._encode(data, 0))
-            except Exception:
-                pass  # (a circular value, say) the full encoder says what, as before
-        return self._encoder.encode(data)
-
-
-def _c_encoder() -> Callable[[Any, int], Any] | None:
-    """The C encoder :class:`json.JSONEncoder` builds on every call with ``default=str``
-    and its other defaults, but without the circular-reference check (whose state would
-    be shared between threads); None when Python has no C encoder."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    return make(  # type: ignore[no-any-return]
-        None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
-
-
-#: How long the log writer gathers lines before it writes them (info and debug only).
-LOG_BATCH_SECONDS = 0.005
-
-
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """JSON lines on stderr, written by a thread of their own in batches.
-
-    A worker logs every job, and writing each line from the job's thread (a system call
-    that lets go of the GIL, and a lock) cost more of its CPU than anything else it does
-    (``bench/PROFILE.md``): the job threads now only append the formatted line, and one
-    writer thread writes what has gathered in :data:`LOG_BATCH_SECONDS` with one call.
-    Warnings and errors are written at once, after whatever is waiting (order is kept),
-    and :meth:`flush` (called by ``logging.shutdown`` at exit, and when a command ends)
-    writes everything. A ``kill -9`` can cost the last few milliseconds of info lines.
-
-    Writes to whatever ``sys.stderr`` is when it writes, not the one it was made with: a
-    caller that swaps stderr (a test runner, an application embedding the command line)
-    may have closed that one by the time a line is written.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-        self._lines: list[str] = []
-        self._gather = threading.Lock()  # guards _lines; held only to append or swap
-        self._write = threading.Lock()  # one writer at a time, lines in order
-        self._wake = threading.Event()
-        self._writer: threading.Thread | None = None
-        # A child forked by a handler (multiprocessing) has no writer thread, and may
-        # have forked while one held a lock: it starts afresh.
-        os.register_at_fork(after_in_child=self._forget_writer)
-
-    def _forget_writer(self) -> None:
-        self._lines = []
-        self._gather = threading.Lock()
-        self._write = threading.Lock()
-        self._wake = threading.Event()
-        self._writer = None
-
-    def handle(self, record: logging.LogRecord) -> bool:
-        """See :meth:`logging.Handler.handle`, without the handler's lock: appending a
-        line needs only the short lock of :meth:`emit`."""
-        if not self.filter(record):
-            return False
-        self.emit(record)
-        return True
-
-    def emit(self, record: logging.LogRecord) -> None:
-        """Format ``record`` on the caller's thread; write it soon (at once from warning)."""
-        try:
-            line = self.format(record) + self.terminator
-        except RecursionError:
-            raise
-        except Exception:
-            self.handleError(record)
-            return
-        with self._gather:
-            self._lines.append(line)
-            first = len(self._lines) == 1
-        if record.levelno >= logging.WARNING:
-            self.flush()
-        elif first:
-            self._start_writer()
-            self._wake.set()
-
-    def flush(self) -> None:
-        """Write every line gathered so far, now."""
-        with self._write:
-            with self._gather:
-                lines, self._lines = self._lines, []
-            if not lines:
-                return
-            try:
-                self.stream = stream = sys.stderr
-                stream.write("".join(lines))
-                stream.flush()
-            except Exception:  # stderr is gone: there is nowhere to say so
-                pass
-
-    def _start_writer(self) -> None:
-        if self._writer is not None:
-            return
-        with self._write:
-            if self._writer is None:
-                self._writer = threading.Thread(
-                    target=self._run, name="queuey-log-writer", daemon=True
-                )
-                self._writer.start()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            time.sleep(LOG_BATCH_SECONDS)  # let the lines of the next few ms gather
-            self._wake.clear()
-            self.flush()
-
-
 def flush_logs() -> None:
-    """Write every log line still gathering (:class:`_StderrHandler`), now."""
+    """Write every log line still gathering (a
+    :class:`~queuey_core.logs.BatchedStderrHandler`'s), now."""
     for handler in logging.getLogger().handlers:
         handler.flush()
 
@@ -486,7 +231,7 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
         handler = _rich_handler()
         handler.setFormatter(LineFormatter(tracebacks=tracebacks))
     else:
-        handler = _StderrHandler()
+        handler = BatchedStderrHandler()
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
     # Neither format shows where a call was made from, nor which thread or process made
     # it: do not look them up for every record (the logging docs' "Optimization"; a

@@ -2,7 +2,7 @@
 
 A configured queue that does not exist on the broker yet (nothing declared it: no
 worker or enqueue has run) is shown as "not declared yet", never a NOT_FOUND failure.
-Unacked counts come from the management API only (:mod:`queuey_cli.management`).
+Unacked counts come from the management API only (:mod:`queuey_core.management_api`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from queuey_core.backends.base import Inspectable, Inspection
 from queuey_core.settings import Settings, duration
 
 if TYPE_CHECKING:
-    from queuey_cli.management import Unacked
+    from queuey_core.management_api import Unacked
 
 #: Shown in the ready column of a queue the broker does not have yet.
 NOT_DECLARED = "not declared yet"
@@ -52,7 +52,7 @@ def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
     inspection = broker.inspect(names)
     # Imported here: the management-API client is for this command alone, not the worker.
-    from queuey_cli.management import unacked  # noqa: PLC0415
+    from queuey_core.management_api import unacked  # noqa: PLC0415
 
     management = settings.broker.management_url
     found = unacked(

@@ -30,13 +30,13 @@ from queuey_cli.output import (
     is_terminal,
     out,
     plain_lines,
-    printable,
     rows_table,
     say,
     write_lines,
 )
 from queuey_cli.queues import COLUMNS, Sample, cells, held_note, records
 from queuey_core import QueueyError
+from queuey_core.logs import escape_controls
 
 #: Waits between samples; tests replace it.
 sleep: Callable[[float], None] = time.sleep
@@ -101,7 +101,7 @@ class _View:
                 lines.append(f"unacked: n/a ({self.last.unacked.why_not})")
         if self.trouble is not None:
             lines.append(self.trouble)
-        t.caption = Text(printable("\n".join(lines), newlines=True))
+        t.caption = Text(escape_controls("\n".join(lines), newlines=True))
         return t
 
 

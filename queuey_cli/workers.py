@@ -11,7 +11,7 @@ import typer
 
 from queuey_cli import output
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.output import Exit, add_row, err, error, out, print_json, printable, say, table
+from queuey_cli.output import Exit, add_row, err, error, out, print_json, say, table
 from queuey_core.control import (
     DEFAULT_TIMEOUT,
     Selection,
@@ -20,6 +20,7 @@ from queuey_core.control import (
     worker_statuses,
 )
 from queuey_core.limits import check_positive
+from queuey_core.logs import escape_controls
 from queuey_core.settings import duration
 
 app = typer.Typer(
@@ -200,7 +201,7 @@ def _show(found: list[WorkerStatus]) -> None:
     lines = ["\t".join(FIELDS)]
     for s in found:
         data = {**s.model_dump(), "queues": ",".join(s.queues), "uptime": f"{s.uptime:.0f}"}
-        lines.append("\t".join(printable(data[field]) for field in FIELDS))
+        lines.append("\t".join(escape_controls(data[field]) for field in FIELDS))
     # Straight to the file: Rich would turn the tabs into spaces.
     out.file.write("\n".join(lines) + "\n")
 

@@ -13,7 +13,6 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_cli.output import JsonFormatter, LineFormatter
 from queuey_core import (
     Fatal,
     Handler,
@@ -26,6 +25,7 @@ from queuey_core import (
     Retryable,
     Worker,
 )
+from queuey_core.logs import JsonFormatter, LineFormatter
 from queuey_core.worker.outcome import MAX_CHAIN, format_traceback
 from tests.support import ALPHA, seed_queues, start, wait_for
 

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from queuey_cli import supervisor as supervisor_module
 from queuey_cli.main import app
-from queuey_cli.output import Exit
-from queuey_cli.supervised import SupervisorLink
-from queuey_cli.supervisor import Slot, Supervisor, describe_exit, restart_delay
 from queuey_core import QueueyError
+from queuey_core.process import Exit
+from queuey_core.process import children as children_module
+from queuey_core.process.children import Slot, describe_exit, restart_delay
+from queuey_core.process.supervised import SupervisorLink
+from queuey_core.process.supervisor import Supervisor
 from queuey_core.settings import MAX_PROCESSES, Settings
 from queuey_core.worker.hooks import JobInfo
 from tests.cli.conftest import BASE, UNREACHABLE
@@ -216,7 +217,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Super
     log = tmp_path / "children.log"
     monkeypatch.setenv("FAKE_LOG", str(log))
     # No test waits through the real back-off.
-    monkeypatch.setattr(supervisor_module, "RESTART_INITIAL", 0.01)
+    monkeypatch.setattr(children_module, "RESTART_INITIAL", 0.01)
 
     def make(processes: int) -> Supervisor:
         settings = Settings(worker={"processes": processes, "shutdown_timeout": 20})
@@ -364,7 +365,7 @@ def test_one_process_without_max_jobs_runs_the_worker_itself_without_a_superviso
         raise QueueyError("the broker, as this test has it, cannot be reached")
 
     monkeypatch.setattr(Supervisor, "run", no_supervisor)
-    monkeypatch.setattr("queuey_cli.worker.backend", unreachable)
+    monkeypatch.setattr("queuey_core.process.worker.backend_for", unreachable)
     for args in ([], ["--processes", "1"]):
         result = CliRunner().invoke(app, ["--config", str(offline), "worker", *args])
         assert result.exit_code == Exit.FAILURE, result.stderr

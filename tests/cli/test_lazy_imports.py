@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 
-OPTIONAL = ("rich", "croniter", "prometheus_client", "queuey_cli.management")
+OPTIONAL = ("rich", "croniter", "prometheus_client", "queuey_core.management_api")
 
 
 def loaded_after(code: str) -> list[str]:

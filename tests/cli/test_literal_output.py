@@ -16,14 +16,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_cli.output import (
-    JsonFormatter,
-    LineFormatter,
-    LiteralRichHandler,
-    LogFormat,
-    printable,
-    setup_logging,
-)
+from queuey_cli.output import LiteralRichHandler, LogFormat, setup_logging
+from queuey_core.logs import JsonFormatter, LineFormatter, escape_controls
 from tests.cli.conftest import FakeBroker, dead_letter
 
 ESC = "\x1b[31m"
@@ -46,7 +40,7 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-# -- printable() -----------------------------------------------------------------------
+# -- escape_controls() -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -62,11 +56,11 @@ def one_line(err: str) -> str:
     ],
 )
 def test_printable_escapes_control_characters_and_nothing_else(text: str, shown: str) -> None:
-    assert printable(text) == shown
+    assert escape_controls(text) == shown
 
 
 def test_printable_can_keep_newlines_for_tracebacks() -> None:
-    assert printable(f"a\nb{ESC}", newlines=True) == "a\nb\\x1b[31m"
+    assert escape_controls(f"a\nb{ESC}", newlines=True) == "a\nb\\x1b[31m"
 
 
 # -- arguments: job types and ids ------------------------------------------------------
@@ -79,7 +73,7 @@ def test_an_unknown_job_type_is_shown_literally(
     code, out, err = run(runner, "--config", str(offline), "enqueue", job_type, "{}")
     assert code == 2
     line = one_line(err)
-    assert line.startswith(f"error: unknown job type {printable(repr(job_type))} (known: ")
+    assert line.startswith(f"error: unknown job type {escape_controls(repr(job_type))} (known: ")
     assert out == ""
 
 
@@ -89,10 +83,10 @@ def test_an_unknown_job_id_is_shown_literally(
 ) -> None:
     code, _, err = run(runner, "--config", str(offline), "dlq", "show", job_id)
     assert code == 2
-    assert one_line(err) == f"error: no dead letter with job id {printable(job_id)}"
+    assert one_line(err) == f"error: no dead letter with job id {escape_controls(job_id)}"
     code, _, err = run(runner, "--config", str(offline), "dlq", "requeue", job_id)
     assert code == 2
-    assert f"no dead letter with job id {printable(job_id)}" in err
+    assert f"no dead letter with job id {escape_controls(job_id)}" in err
 
 
 def test_a_file_name_with_markup_is_shown_literally(
@@ -117,7 +111,7 @@ def test_dlq_list_shows_hostile_reasons_and_types_literally(
     code, out, err = run(runner, "--config", str(offline), "dlq", "list")
     assert code == 0, err
     for text in short:
-        assert out.count(printable(text)) == 2, text  # as the type and in the reason
+        assert out.count(escape_controls(text)) == 2, text  # as the type and in the reason
     assert out.count("x") >= 600
 
 

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from queuey_cli import output
-from queuey_cli.output import _StderrHandler
+from queuey_core.logs import BatchedStderrHandler, writer
 
 
 class Recording:
@@ -35,10 +34,10 @@ def stderr() -> Recording:
     return Recording()
 
 
-def handler(monkeypatch: pytest.MonkeyPatch, stderr: Recording) -> _StderrHandler:
+def handler(monkeypatch: pytest.MonkeyPatch, stderr: Recording) -> BatchedStderrHandler:
     # Swapped in the test itself: pytest sets its own sys.stderr again after fixtures.
     monkeypatch.setattr("sys.stderr", stderr)
-    h = _StderrHandler()
+    h = BatchedStderrHandler()
     h.setFormatter(logging.Formatter("%(message)s"))
     return h
 
@@ -46,7 +45,7 @@ def handler(monkeypatch: pytest.MonkeyPatch, stderr: Recording) -> _StderrHandle
 def test_info_lines_wait_for_the_writer_and_a_warning_writes_them_first_in_order(
     stderr: Recording, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(output, "LOG_BATCH_SECONDS", 3600.0)  # the writer never gets to it
+    monkeypatch.setattr(writer, "LOG_BATCH_SECONDS", 3600.0)  # the writer never gets to it
     h = handler(monkeypatch, stderr)
     for n in range(3):
         h.handle(record(logging.INFO, f"job {n} succeeded"))

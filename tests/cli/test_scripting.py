@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 from queuey_cli import queues as queues_cmd
 from queuey_cli import watch
 from queuey_cli.main import app
-from queuey_cli.management import Unacked
 from queuey_core import BackendError, Envelope
 from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import ManualClock
 from queuey_core.handlers import discover
+from queuey_core.management_api import Unacked
 from queuey_core.queues import QueueConfig
 from tests.cli.conftest import UNREACHABLE
 

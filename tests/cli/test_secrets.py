@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_cli.management import endpoint, unacked
+from queuey_core.management_api import endpoint, unacked
 from tests.cli.conftest import FakeBroker
 
 #: Each holds a character that breaks naive URL parsing; "Zx9" and "Qw7" never appear

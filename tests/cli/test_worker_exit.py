@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from queuey_cli.output import Exit
-from queuey_cli.worker import _run
 from queuey_core import MemoryBackend, Worker
+from queuey_core.process import Exit
+from queuey_core.process.worker import _run
 from tests.support import ALPHA, Greet, noop, seed_queues, wait_for
 
 

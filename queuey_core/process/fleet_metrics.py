@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -36,14 +36,25 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from queuey_core.observability.server import serve_http
-
-if TYPE_CHECKING:
-    from queuey_cli.supervisor import Supervisor
+from queuey_core.process.children import Slot
 
 logger = logging.getLogger("queuey.supervisor")
 
 #: The longest a scrape or a health check waits for one child.
 CHILD_TIMEOUT = 2.0
+
+
+class Fleet(Protocol):
+    """What the server reads of a supervisor: its slots, and how many children it
+    recycled."""
+
+    @property
+    def slots(self) -> list[Slot]:
+        """The N places its children run in."""
+
+    @property
+    def recycles(self) -> int:
+        """Children replaced after ``max_jobs_per_child`` jobs."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,7 @@ class ChildView:
             return 0, ""
 
 
-def snapshot(supervisor: Supervisor) -> tuple[list[ChildView], int]:
+def snapshot(supervisor: Fleet) -> tuple[list[ChildView], int]:
     """The children in their slots right now (replaced ones left out), and N.
 
     Reads what the supervisor's loop last saw (``returncode``), never reaps a child from
@@ -87,7 +98,7 @@ def snapshot(supervisor: Supervisor) -> tuple[list[ChildView], int]:
 class _FleetCollector(Collector):
     """Every child's metrics, labelled, and the supervisor's own."""
 
-    def __init__(self, supervisor: Supervisor, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, supervisor: Fleet, pool: ThreadPoolExecutor) -> None:
         self._supervisor = supervisor
         self._pool = pool
 
@@ -140,7 +151,7 @@ class _FleetCollector(Collector):
         )
 
 
-def liveness(supervisor: Supervisor) -> tuple[bool, dict[str, Any]]:
+def liveness(supervisor: Fleet) -> tuple[bool, dict[str, Any]]:
     """Alive: every slot has a running child, and each one that serves says it is alive."""
     views, wanted = snapshot(supervisor)
     checks = [(v, v.get("/healthz") if v.running else (0, "")) for v in views]
@@ -151,7 +162,7 @@ def liveness(supervisor: Supervisor) -> tuple[bool, dict[str, Any]]:
     return ok, {"processes": wanted, "children": children}
 
 
-def readiness(supervisor: Supervisor) -> tuple[bool, dict[str, Any]]:
+def readiness(supervisor: Fleet) -> tuple[bool, dict[str, Any]]:
     """Ready: every slot has a child that is consuming and whose own /readyz says 200."""
     views, wanted = snapshot(supervisor)
     checks = [(v, v.get("/readyz") if v.running else (0, "")) for v in views]
@@ -169,7 +180,7 @@ def _detail(view: ChildView, status: int) -> dict[str, Any]:
 class FleetServer:
     """The supervisor's HTTP server: every child's metrics and health on one port."""
 
-    def __init__(self, supervisor: Supervisor, *, port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, supervisor: Fleet, *, port: int, host: str = "0.0.0.0") -> None:
         self._supervisor = supervisor
         self._host = host
         self._requested = port

@@ -1,6 +1,6 @@
 """The child's side of ``queuey worker --processes N``: a worker that a supervisor runs.
 
-Owns: the child's command line (:func:`child_command`), its link to its supervisor (one
+Owns: the child's worker options (:func:`worker_arguments`), its link to its supervisor (one
 end of a socket pair, passed as an inherited file descriptor), what it tells the
 supervisor (ready, draining, recycle, its metrics port), and the two ways it notices
 that the supervisor is gone. Must never: outlive the supervisor. ``PR_SET_PDEATHSIG``
@@ -28,9 +28,8 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from queuey_core.errors import ConfigError
 from queuey_core.worker.hooks import JobInfo, WorkerHooks
@@ -173,33 +172,22 @@ class ChildFields(logging.Filter):
         return True
 
 
-def child_command(
-    ctx: typer.Context,
+def worker_arguments(
     settings: Settings,
-    consume: list[str] | None,
-    job_timeout: str | None,
+    queues: Sequence[str] | None,
+    job_timeout: float | None,
     with_scheduler: bool,
 ) -> list[str]:
-    """The command each child runs: this ``queuey worker``, with the same global options
-    and the worker options as this process resolved them (the child adds its own
-    ``--supervised-fd``)."""
-    root = ctx.find_root().params
-    command = [sys.executable, "-m", "queuey_cli"]
-    for path in root.get("config_path") or []:
-        command += ["--config", str(path)]
-    log_format = root.get("log_format")
-    if log_format is not None:
-        command += ["--log-format", str(getattr(log_format, "value", log_format))]
-    if root.get("log_level"):
-        command += ["--log-level", str(root["log_level"])]
-    command.append("worker")
+    """The ``worker`` command and its options, as this process resolved them, for each
+    child to run (the child adds its own ``--supervised-fd``)."""
+    command = ["worker"]
     w = settings.worker
-    if consume:
-        command += ["--queues", ",".join(consume)]
+    if queues:
+        command += ["--queues", ",".join(queues)]
     if w.concurrency is not None:
         command += ["--concurrency", str(w.concurrency)]
     if job_timeout is not None:
-        command += ["--job-timeout", job_timeout]
+        command += ["--job-timeout", _seconds(job_timeout)]
     if with_scheduler:
         command.append("--with-scheduler")
     if w.max_jobs_per_child is not None:
@@ -207,6 +195,12 @@ def child_command(
     if w.metrics_port is not None:
         command += ["--metrics-port", "0"]  # a free port on 127.0.0.1; we serve the real one
     return command
+
+
+def _seconds(value: float) -> str:
+    """``30s`` for 30.0, ``0.25s`` for 0.25: exact, in the form a user writes."""
+    text = repr(float(value)).removesuffix(".0")
+    return text if "e" in text else f"{text}s"
 
 
 def attach(fd: int, *, max_jobs: int | None) -> SupervisorLink:

@@ -11,7 +11,7 @@ Must never: act on a signal inside its handler (the handler only counts it; the 
 applies it to every child, including one started a moment later, so none is missed);
 start a child from any thread but the main one (a child's parent-death signal fires when
 the thread that forked it ends); or let a child outlive it (see
-:mod:`queuey_cli.supervised`). Children run in process groups of their own, so a
+:mod:`queuey_core.process.supervised`). Children run in process groups of their own, so a
 terminal's Ctrl-C reaches the supervisor alone and each child gets exactly one SIGTERM.
 """
 
@@ -31,76 +31,23 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from queuey_cli.output import Exit
-from queuey_cli.supervised import CHILD_INDEX_ENV, SUPERVISOR_PID_ENV
+from queuey_core.process.children import (
+    KILL_GRACE,
+    STABLE_AFTER,
+    STARTUP_ERRORS,
+    Child,
+    Slot,
+    describe_exit,
+    restart_delay,
+)
+from queuey_core.process.exits import Exit
+from queuey_core.process.supervised import CHILD_INDEX_ENV, SUPERVISOR_PID_ENV
 
 if TYPE_CHECKING:
-    from queuey_cli.supervisor_metrics import FleetServer
+    from queuey_core.process.fleet_metrics import FleetServer
     from queuey_core.settings import Settings
 
 logger = logging.getLogger("queuey.supervisor")
-
-#: Restart back-off: the first restart after this long, doubling up to the cap.
-RESTART_INITIAL = 0.5
-RESTART_MAX = 30.0
-#: A child that lived this long before it died starts the back-off afresh.
-STABLE_AFTER = 30.0
-#: A child's exit codes that mean "this will not work" when no child was ever ready.
-_STARTUP_ERRORS = (Exit.FAILURE, Exit.USAGE)
-#: After the children's own shutdown timeout, how long before they are killed.
-KILL_GRACE = 10.0
-
-
-def restart_delay(failures: int) -> float:
-    """Seconds to wait before the ``failures``-th restart in a row of one child."""
-    if failures <= 0:
-        return 0.0
-    return float(min(RESTART_MAX, RESTART_INITIAL * 2 ** min(failures - 1, 32)))
-
-
-def describe_exit(returncode: int) -> str:
-    """``exited with status 3`` or ``killed by SIGKILL``, from a Popen return code."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}"
-    return f"exited with status {returncode}"
-
-
-@dataclass(eq=False)
-class Child:
-    """One worker process and what it has told us."""
-
-    index: int
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    started: float
-    buffer: bytes = b""
-    ready: bool = False
-    draining: bool = False
-    retiring: bool = False
-    sigterms: int = 0
-    metrics_port: int | None = None
-
-    @property
-    def pid(self) -> int:
-        """The child's process id."""
-        return self.proc.pid
-
-
-@dataclass
-class Slot:
-    """One of the N places a child runs in; it keeps its index across restarts."""
-
-    index: int
-    current: Child | None = None
-    failures: int = 0
-    restart_at: float | None = 0.0
-    restarts: int = 0
-    #: Its child was stopped through ``queuey workers shutdown``: it is not replaced.
-    retired: bool = False
 
 
 @dataclass
@@ -358,7 +305,7 @@ class Supervisor:
                     how,
                     extra=fields,
                 )
-            elif slot.current is child and not self._ever_ready and code in _STARTUP_ERRORS:
+            elif slot.current is child and not self._ever_ready and code in STARTUP_ERRORS:
                 # Bad config or an unreachable broker: every restart would fail the same way.
                 logger.error(
                     "worker process %d (pid %d) %s before any was ready: stopping them all",
@@ -411,6 +358,6 @@ class Supervisor:
     def _serve_metrics(self, port: int | None) -> FleetServer | None:
         if port is None:
             return None
-        from queuey_cli.supervisor_metrics import FleetServer  # noqa: PLC0415
+        from queuey_core.process.fleet_metrics import FleetServer  # noqa: PLC0415
 
         return FleetServer(self, port=port).start()

@@ -1,0 +1,291 @@
+"""The worker process: what ``queuey worker`` starts, as one call (:func:`run_worker`).
+
+One process runs a :class:`~queuey_core.Worker` on a thread while the main thread
+watches for signals and the shutdown deadline; with ``processes`` above 1 (or
+``max_jobs_per_child``) it runs a supervisor of worker processes instead
+(:mod:`queuey_core.process.supervisor`). The metrics server and a scheduler run beside
+the worker when asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from queuey_core.errors import ConfigError, ConsumerStoppedError, QueueyError
+from queuey_core.process.exits import Exit
+from queuey_core.process.setup import backend_for, plugin_handlers
+from queuey_core.settings import Settings, WorkerSettings
+from queuey_core.worker import Worker
+
+if TYPE_CHECKING:
+    from queuey_core.observability import MetricsServer, WorkerMetrics
+    from queuey_core.process.supervised import SupervisorLink
+    from queuey_core.schedules import Schedule
+
+logger = logging.getLogger("queuey.worker")
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    handlers: Sequence[Any] | None = None,
+    queues: Sequence[str] | None = None,
+    concurrency: int | None = None,
+    processes: int | None = None,
+    max_jobs_per_child: int | None = None,
+    job_timeout: float | None = None,
+    metrics_port: int | None = None,
+    burst: bool = False,
+    with_scheduler: bool = False,
+    schedules: Sequence[Schedule] | None = None,
+    child_command: Sequence[str] | None = None,
+    supervised_fd: int | None = None,
+) -> int:
+    """Run what ``queuey worker`` runs until SIGTERM or SIGINT; returns the exit code.
+
+    Call it from the main thread (it handles SIGTERM and SIGINT while it runs). The
+    keyword options override ``[worker]`` of ``settings`` as the command's options do.
+
+    Args:
+        handlers: the handlers to run (default: those plugins register).
+        queues: the queues to consume (default: all configured).
+        burst: stop once the queues are empty and no retry or deferral is held.
+        with_scheduler: run the schedules beside the worker (``schedules``, default:
+            the settings' ``[schedules]``).
+        child_command: with a supervisor, the command that starts a child up to its
+            ``worker`` options (default: ``python -m queuey_cli``; its configuration
+            comes from ``$QUEUEY_CONFIG`` or ``./queuey.toml``, as ``queuey``'s does).
+        supervised_fd: set by a supervisor in its children only.
+
+    Raises:
+        ConfigError: an unknown queue, a bad override, no schedules to run beside.
+    """
+    settings = _with_worker(
+        settings,
+        concurrency=concurrency,
+        processes=processes,
+        max_jobs_per_child=max_jobs_per_child,
+        job_timeout=job_timeout,
+        metrics_port=metrics_port,
+    )
+    queue_set = settings.queue_set()
+    unknown = [q for q in queues or () if q not in queue_set]
+    if unknown or (queues is not None and not queues):
+        raise ConfigError(
+            f"unknown queue {', '.join(map(repr, unknown)) or '(none given)'} "
+            f"(configured: {', '.join(queue_set)})"
+        )
+    consume = list(queues) if queues is not None else None
+    if handlers is None:
+        handlers = plugin_handlers(queue_set)
+    if with_scheduler and schedules is None:
+        from queuey_core.process.scheduler import load_schedules  # noqa: PLC0415
+
+        schedules = load_schedules(settings, handlers)
+    if with_scheduler and not schedules:
+        raise ConfigError("with_scheduler: no schedules configured (schedules.NAME tables)")
+    link = None
+    if supervised_fd is not None:
+        # Imported here, as the supervisor below: one process needs neither (nor ctypes).
+        from queuey_core.process.supervised import attach  # noqa: PLC0415
+
+        link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
+    elif settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None:
+        if burst:
+            raise ConfigError(
+                "--burst runs in one process, without a supervisor: drop --processes and "
+                "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
+            )
+        # Imported here: one process does not pay for the supervisor.
+        from queuey_core.process.supervised import worker_arguments  # noqa: PLC0415
+        from queuey_core.process.supervisor import Supervisor  # noqa: PLC0415
+
+        prefix = list(child_command or [sys.executable, "-m", "queuey_cli"])
+        command = prefix + worker_arguments(settings, consume, job_timeout, with_scheduler)
+        return Supervisor(command, settings).run()
+    metrics, server = _serve_metrics(settings.worker.metrics_port, link)
+    try:
+        broker = backend_for(settings)
+        w = Worker(
+            broker,
+            queue_set,
+            list(handlers),
+            consume=consume,
+            concurrency=settings.worker.concurrency,
+            job_timeout=settings.worker.job_timeout,
+            timeout_grace=settings.worker.timeout_grace,
+            close_backend_on_shutdown=True,
+            hooks=[h for h in (link, metrics) if h is not None],
+            on_shutdown_request=lambda: _as_sigterm(link),
+        )
+        beside = None
+        if with_scheduler and schedules:
+            from queuey_core.process.scheduler import run_beside  # noqa: PLC0415
+
+            registry = metrics.registry if metrics is not None else None
+            beside = run_beside(settings, list(schedules), broker, w.handle, registry)
+        code = _run(w, broker, settings.worker.shutdown_timeout, burst, link)
+        if beside is not None:
+            beside.stop()
+    finally:
+        if server is not None:
+            server.close()
+    return code
+
+
+def _with_worker(settings: Settings, **changes: Any) -> Settings:
+    """``settings`` with the ``[worker]`` keys of ``changes`` that are not None, checked."""
+    given = {k: v for k, v in changes.items() if v is not None}
+    if not given:
+        return settings
+    try:
+        worker = WorkerSettings.model_validate({**settings.worker.model_dump(), **given})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"worker options: {problems}") from None
+    return settings.model_copy(update={"worker": worker})
+
+
+def _serve_metrics(
+    port: int | None, link: SupervisorLink | None = None
+) -> tuple[WorkerMetrics | None, MetricsServer | None]:
+    """The worker's metrics and their HTTP server, started, when a port is set.
+
+    Started before the broker is reached, so a container's health check sees a live
+    process (not ready yet) while the worker connects; a port that cannot be used stops
+    everything before that (exit 2). A supervisor's child serves on a free port of
+    127.0.0.1 only, which it tells its supervisor: the supervisor serves the real port.
+    """
+    if port is None:
+        return None, None
+    # Imported here: a worker without metrics does not pay for prometheus_client.
+    from queuey_core.observability import MetricsServer, WorkerMetrics  # noqa: PLC0415
+
+    metrics = WorkerMetrics()
+    if link is None:
+        return metrics, MetricsServer(metrics, port=port).start()
+    server = MetricsServer(metrics, port=0, host="127.0.0.1").start()
+    link.send("metrics", port=server.port)
+    return metrics, server
+
+
+def _run(
+    w: Worker,
+    broker: Any,
+    shutdown_timeout: float,
+    burst: bool,
+    link: SupervisorLink | None = None,
+) -> int:
+    """Run ``w`` on a thread while this (main) thread waits for signals."""
+    outcome: dict[str, BaseException | None] = {"error": None}
+
+    def target() -> None:
+        try:
+            w.run()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="queuey-worker")
+    signals = {"count": 0, "deadline": float("inf")}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        signals["count"] += 1
+        name = signal.Signals(signum).name
+        if signals["count"] == 1:
+            logger.warning(
+                "%s: draining (up to %gs); send it again to stop at once", name, shutdown_timeout
+            )
+            signals["deadline"] = time.monotonic() + shutdown_timeout
+            w.handle.shutdown()
+        else:
+            _stop_now(w, f"second {name}")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    if link is not None:
+        # The supervisor is gone (killed, or it died before our parent-death signal was
+        # set): drain as if it had sent SIGTERM, and as the one signal, not a second.
+        def orphaned() -> None:
+            logger.warning("the supervisor is gone: draining (up to %gs)", shutdown_timeout)
+            signals["deadline"] = min(signals["deadline"], time.monotonic() + shutdown_timeout)
+            w.handle.shutdown()
+
+        link.watch(orphaned)
+        if link.orphaned():
+            orphaned()
+    thread.start()
+    if burst:
+        threading.Thread(target=_burst_watch, args=(w, broker), daemon=True).start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+            if time.monotonic() > signals["deadline"]:
+                _stop_now(w, f"shutdown took longer than {shutdown_timeout:g}s")
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    settle_failures = w.handle.settle_failures()
+    logger.info("worker exited", extra={"settle_failures": settle_failures})
+    error = outcome["error"]
+    if isinstance(error, ConsumerStoppedError):
+        logger.error("lost the broker: %s", error)
+        return Exit.BROKER_LOST
+    if isinstance(error, QueueyError):
+        logger.error("%s", error)
+        return Exit.FAILURE
+    if error is not None:
+        raise error
+    return Exit.OK
+
+
+def _as_sigterm(link: SupervisorLink | None) -> None:
+    """A shutdown asked over the control channel (``queuey workers shutdown``) drains
+    exactly as SIGTERM does: the same log, ``shutdown_timeout``, a second signal, exit 0.
+
+    A child of ``--processes`` first tells its supervisor, which would otherwise take
+    the exit for a crash and start another process in its place."""
+    if link is not None:
+        link.send("stop")
+    if callable(signal.getsignal(signal.SIGTERM)):  # _run's handler: the worker runs
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _stop_now(w: Worker, why: str) -> None:
+    """Exit at once: unsettled deliveries go back to the broker with the connection."""
+    logger.error(
+        "%s: stopping at once; %d unsettled deliveries go back to the broker",
+        why,
+        w.handle.in_flight(),
+    )
+    logging.shutdown()
+    os._exit(Exit.FORCED)
+
+
+def _burst_watch(w: Worker, broker: Any) -> None:
+    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
+    deferral is still held in the delay ladder (which any queue shares)."""
+    names = [q.name for q in w.queues]
+    quiet = 0
+    while not w.handle.is_shutdown():
+        time.sleep(0.2)
+        try:
+            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
+            empty = empty and broker.held_count() == 0
+        except QueueyError:
+            continue
+        quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0
+        if quiet >= 3:  # three looks in a row: nothing was on its way in between
+            logger.info("burst: queues empty, stopping")
+            w.handle.shutdown()

@@ -8,100 +8,21 @@ Unacked counts come from the management API only (:mod:`queuey_core.management_a
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.output import Column, listing, print_json
-from queuey_core.backends.base import Inspectable, Inspection
-from queuey_core.settings import Settings, duration
-
-if TYPE_CHECKING:
-    from queuey_core.management_api import Unacked
-
-#: Shown in the ready column of a queue the broker does not have yet.
-NOT_DECLARED = "not declared yet"
-
-COLUMNS = [
-    Column("queue", "name"),
-    Column("ready", "ready"),
-    Column("unacked", "unacked"),
-    Column("consumers", "consumers"),
-    Column("dead letters", "dead_letters"),
-]
-
-
-#: When a sample is taken; tests replace it to get exact rates.
-monotonic: Callable[[], float] = time.monotonic
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One look at the configured queues, and when (``time.monotonic()``) it was taken."""
-
-    at: float
-    inspection: Inspection
-    unacked: Unacked
-
-
-def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
-    """Count ``names`` on the broker, and their unacked messages where the API answers."""
-    inspection = broker.inspect(names)
-    # Imported here: the management-API client is for this command alone, not the worker.
-    from queuey_core.management_api import unacked  # noqa: PLC0415
-
-    management = settings.broker.management_url
-    found = unacked(
-        management.get_secret_value() if management is not None else None,
-        settings.broker.urls(),
-        names,
-    )
-    return Sample(monotonic(), inspection, found)
-
-
-def records(sample: Sample) -> list[dict[str, Any]]:
-    """One record a queue, with the ``--json`` field names (None: not known)."""
-    result: list[dict[str, Any]] = []
-    for name, counts in sample.inspection.queues.items():
-        unacked_counts = sample.unacked.counts
-        result.append(
-            {
-                "name": name,
-                "exists": counts is not None,
-                "ready": None if counts is None else counts.ready,
-                "unacked": (
-                    unacked_counts.get(name) if unacked_counts and counts is not None else None
-                ),
-                "consumers": None if counts is None else counts.consumers,
-                "dead_letters": None if counts is None else counts.dead_letters,
-            }
-        )
-    return result
-
-
-def cells(record: dict[str, Any], *, unacked_known: bool) -> list[object]:
-    """A record as table cells: "not declared yet" and "n/a" where a number is missing."""
-    if not record["exists"]:
-        return [record["name"], NOT_DECLARED, None, None, None]
-    shown = record["unacked"] if unacked_known else "n/a"
-    return [record["name"], record["ready"], shown, record["consumers"], record["dead_letters"]]
-
-
-def held_note(sample: Sample) -> str:
-    """What the delay ladder holds, for every queue together."""
-    held = sample.inspection.held
-    return f"held in the delay ladder (all queues): {NOT_DECLARED if held is None else held}"
-
-
-def unroutable_note(sample: Sample) -> str:
-    """What ``queuey.unroutable`` holds, with where to look when it is not empty."""
-    count = sample.inspection.unroutable
-    hint = " (for queues that do not exist: queuey dlq list --queue queuey.unroutable)"
-    return f"unroutable (queuey.unroutable): {count}{hint if count else ''}"
+from queuey_cli.output import listing, print_json
+from queuey_cli.queue_samples import (
+    COLUMNS,
+    cells,
+    held_note,
+    records,
+    take,
+    unroutable_note,
+)
+from queuey_core.settings import duration
 
 
 def interval_seconds(text: str) -> float:
@@ -136,7 +57,7 @@ def queues(
     names = list(settings.queue_set())
     broker = backend(settings)
     if watch:
-        # Here, not at the top: queuey_cli.watch imports this module.
+        # Here, not at the top: a listing without --watch does not load Rich.
         from queuey_cli.watch import watch_queues  # noqa: PLC0415
 
         watch_queues(broker, lambda: take(broker, settings, names), seconds)

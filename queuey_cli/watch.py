@@ -34,7 +34,7 @@ from queuey_cli.output import (
     say,
     write_lines,
 )
-from queuey_cli.queues import COLUMNS, Sample, cells, held_note, records
+from queuey_cli.queue_samples import COLUMNS, Sample, cells, held_note, records
 from queuey_core import QueueyError
 from queuey_core.logs import escape_controls
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from queuey_cli import queues as queues_cmd
-from queuey_cli import watch
+from queuey_cli import queue_samples, watch
 from queuey_cli.main import app
 from queuey_core import BackendError, Envelope
 from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection
@@ -244,7 +243,7 @@ class Clock:
 
 def watching(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
     monkeypatch.setattr(watch, "sleep", clock.sleep)
-    monkeypatch.setattr(queues_cmd, "monotonic", lambda: clock.now)
+    monkeypatch.setattr(queue_samples, "monotonic", lambda: clock.now)
 
 
 def test_watch_piped_prints_each_refresh_with_rates_and_ctrl_c_exits_0(
@@ -334,9 +333,9 @@ def test_watch_on_a_terminal_keeps_the_last_counts_and_says_the_broker_is_lost(
 
 def test_watch_rates_are_the_change_per_second_between_two_samples(memory: KeptOpen) -> None:
     none = Unacked(None, "no management API")
-    first = queues_cmd.Sample(10.0, memory.inspect(["there"]), none)
+    first = queue_samples.Sample(10.0, memory.inspect(["there"]), none)
     publish(memory, 3)
-    second = queues_cmd.Sample(11.5, memory.inspect(["there"]), none)
+    second = queue_samples.Sample(11.5, memory.inspect(["there"]), none)
     assert watch.rows(second, first) == [["there", 3, "n/a", 0, 0, "+2/s", "0/s"]]
     assert watch.rows(first, None) == [["there", 0, "n/a", 0, 0, "-", "-"]]
 

@@ -8,7 +8,6 @@ checked against its job model (found by handler discovery) before anything conne
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -18,8 +17,8 @@ from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, error, listing, out, print_json
 from queuey_core import QueueSet, Schedule
 from queuey_core.process.scheduler import load_schedules, run_scheduler
+from queuey_core.producer import Producer
 from queuey_core.schedules import Cron
-from queuey_core.schedules.fire import enqueue_with_id
 from queuey_core.settings import Settings
 
 schedules_app = typer.Typer(
@@ -145,15 +144,9 @@ def fire(
         raise usage(f"unknown schedule {name!r} (known: {known})")
     broker = backend(settings)
     try:
-        broker.declare([queue_set[chosen.job.QUEUE]])
-        envelope = enqueue_with_id(
-            broker,
-            queue_set,
-            chosen.job,
-            job_id=uuid.uuid4(),
-            priority=chosen.priority,
-            enqueued_at=int(time.time() * 1000),
-        )
+        # A producer of this schedule's queue only: it declares that one, as before.
+        producer = Producer(broker, QueueSet([queue_set[chosen.job.QUEUE]]))
+        job_id = producer.enqueue(chosen.job, priority=chosen.priority)
     finally:
         broker.close()
-    out.print(str(envelope.job_id), highlight=False)
+    out.print(str(job_id), highlight=False)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock, SystemClock, Timer
 from queuey_core.errors import ConfigError, QueueyError
+from queuey_core.producer import Producer
 from queuey_core.queues import QueueSet
 from queuey_core.schedules.election import Election
-from queuey_core.schedules.fire import enqueue_with_id
 from queuey_core.schedules.schedule import Schedule
 from queuey_core.schedules.state import ScheduleState
 from queuey_core.schedules.ticks import due, firing_id
@@ -98,6 +98,7 @@ class Scheduler:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._cursors: dict[str, int | None] | None = None
+        self._producer: Producer | None = None
         self.lost_the_broker = False
 
     @property
@@ -157,7 +158,11 @@ class Scheduler:
         if self._cursors is None:
             try:
                 queues = sorted({s.job.QUEUE for s in self._schedules})
-                self._backend.declare([self._queues[q] for q in queues])
+                # A producer of the schedules' queues only: it declares them, as taking
+                # over must, and fires through the same checks as any enqueue.
+                self._producer = Producer(
+                    self._backend, QueueSet(self._queues[q] for q in queues), clock=self._clock
+                )
                 last = self._state.last_fired([s.name for s in self._schedules])
             except ConfigError:
                 raise  # a queue declared elsewhere with other settings: no retry fixes it
@@ -217,14 +222,9 @@ class Scheduler:
         return self._until_next(cursors, now)
 
     def _fire(self, schedule: Schedule, tick: int) -> None:
-        job_id = firing_id(schedule.name, tick)
-        envelope = enqueue_with_id(
-            self._backend,
-            self._queues,
-            schedule.job,
-            job_id=job_id,
-            priority=schedule.priority,
-            enqueued_at=self._clock.wall_ms(),
+        assert self._producer is not None, "set when this scheduler took over"
+        job_id = self._producer.enqueue(
+            schedule.job, priority=schedule.priority, job_id=firing_id(schedule.name, tick)
         )
         try:
             self._state.record(schedule.name, tick)
@@ -244,8 +244,8 @@ class Scheduler:
                 "schedule": schedule.name,
                 "tick": tick,
                 "job_id": str(job_id),
-                "job_type": envelope.job_type,
-                "queue": envelope.queue,
+                "job_type": schedule.job_type,
+                "queue": schedule.job.QUEUE,
             },
         )
         if self._on_fire is not None:

@@ -228,6 +228,10 @@ def main() -> None:
     """The console script: an unexpected failure is one line too (its trace at debug)."""
     try:
         app()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command handles it, or after (a worker that already stopped,
+        # on its way out): stopped, without a traceback.
+        sys.exit(Exit.FORCED)
     except Exception as exc:
         logging.getLogger("queuey").debug("unexpected failure", exc_info=True)
         error(f"unexpected failure: {type(exc).__name__}: {exc} (--log-level debug shows where)")

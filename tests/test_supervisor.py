@@ -113,8 +113,6 @@ def _one_error(args: list[str], env: dict[str, str] | None = None) -> str:
         (["--processes", str(MAX_PROCESSES + 1)], "--processes"),
         (["--processes", "many"], "--processes"),
         (["--max-jobs-per-child", "0"], "--max-jobs-per-child"),
-        (["--processes", "2", "--burst"], "--burst runs in one process"),
-        (["--max-jobs-per-child", "10", "--burst"], "--burst runs in one process"),
     ],
 )
 def test_bad_process_options_are_one_line_and_exit_2(
@@ -139,6 +137,24 @@ def test_bad_process_settings_are_one_line_and_exit_2(
     offline.write_text(offline.read_text() + config)
     line = _one_error(["--config", str(offline), "worker"], env)
     assert fragment in line
+
+
+def test_burst_with_processes_runs_a_supervisor_of_burst_children(
+    offline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[list[str], bool]] = []
+
+    def run(self: Supervisor) -> int:
+        seen.append((self.command, self.burst))
+        return 0
+
+    monkeypatch.setattr(Supervisor, "run", run)
+    args = ["--config", str(offline), "worker", "--processes", "2", "--burst"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    [(command, burst)] = seen
+    assert burst, "the supervisor knows its children stop on their own"
+    assert "--burst" in command[command.index("worker") :], "each child runs --burst"
 
 
 def test_the_children_run_the_same_worker_command_with_the_resolved_options(
@@ -177,12 +193,27 @@ import json, os, signal, socket, sys, time
 sock = socket.socket(fileno=int(sys.argv[sys.argv.index("--supervised-fd") + 1]))
 index = os.environ["QUEUEY_CHILD_INDEX"]
 log = open(os.environ["FAKE_LOG"], "a")
+import threading
 terms = []
 def term(signum, frame):
     terms.append(signum)
     if len(terms) > 1:
         os._exit(130)
 signal.signal(signal.SIGTERM, term)
+def requests():  # the supervisor asks over the socket: drain, then stop at once
+    buffer = b""
+    while True:
+        data = sock.recv(4096)
+        if not data:
+            return
+        *lines, buffer = (buffer + data).split(b"\n")
+        for line in lines:
+            event = json.loads(line)["event"]
+            log.write(f"asked {event} {index} {os.getpid()}\n"); log.flush()
+            if event == "stop":
+                os._exit(130)
+            terms.append(event)
+threading.Thread(target=requests, daemon=True).start()
 def say(event, **fields):
     sock.sendall((json.dumps({"event": event, **fields}) + "\n").encode())
 log.write(f"start {index} {os.getpid()}\n"); log.flush()
@@ -194,6 +225,10 @@ if plan == "crash" and first:
     os._exit(3)
 if plan == "refuse":  # as a worker does with a broker it cannot reach
     os._exit(1)
+if plan == "burst":  # its queues were empty: it ends on its own, exit 0
+    say("ready")
+    log.write(f"drained {index} {os.getpid()}\n"); log.flush()
+    sys.exit(0)
 log.write(f"ready {index} {os.getpid()}\n"); log.flush()
 say("ready")
 if plan == "recycle" and first:
@@ -219,9 +254,9 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Super
     # No test waits through the real back-off.
     monkeypatch.setattr(children_module, "RESTART_INITIAL", 0.01)
 
-    def make(processes: int) -> Supervisor:
+    def make(processes: int, *, burst: bool = False) -> Supervisor:
         settings = Settings(worker={"processes": processes, "shutdown_timeout": 20})
-        return Supervisor([sys.executable, "-c", FAKE_CHILD], settings)
+        return Supervisor([sys.executable, "-c", FAKE_CHILD], settings, burst=burst)
 
     return make
 
@@ -257,7 +292,9 @@ def test_sigterm_drains_every_child_once_and_the_supervisor_exits_0(
     _signal_when(_ready(sup, 3), signal.SIGTERM)
     assert sup.run() == Exit.OK
     drained = [line for line in _log_lines() if line.startswith("drained")]
-    assert len(drained) == 3, "each child got one SIGTERM (a second would stop it at once)"
+    assert len(drained) == 3, "each child drained"
+    asked = [line.split()[1] for line in _log_lines() if line.startswith("asked")]
+    assert asked == ["drain"] * 3, "each child was asked once (a second would stop it at once)"
     assert sup.children == []
 
 
@@ -270,6 +307,38 @@ def test_a_second_signal_stops_every_child_at_once_and_exits_130(
     _signal_when(lambda: sum(c.draining for c in list(sup.children)) == 2, signal.SIGINT)
     assert sup.run() == Exit.FORCED
     assert not any(line.startswith("drained") for line in _log_lines())
+
+
+def test_with_burst_the_supervisor_exits_0_once_every_child_found_its_queues_empty(
+    fake: Callable[..., Supervisor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PLAN_0", "burst")
+    monkeypatch.setenv("FAKE_PLAN_1", "burst")
+    sup = fake(2, burst=True)
+    assert sup.run() == Exit.OK, "no signal: the children's empty queues end it"
+    starts = [line.split()[1] for line in _log_lines() if line.startswith("start")]
+    assert sorted(starts) == ["0", "1"], "a child that exited 0 in burst is not replaced"
+    assert [s.restarts for s in sup.slots] == [0, 0]
+    assert sup.children == []
+
+
+def test_with_burst_a_child_that_fails_is_still_restarted(
+    fake: Callable[..., Supervisor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_PLAN_0", "burst")
+    monkeypatch.setenv("FAKE_PLAN_1", "crash")
+    sup = fake(2, burst=True)
+
+    def restarted() -> bool:
+        if len(sup.slots) != 2:
+            return False
+        current = sup.slots[1].current
+        return sup.slots[1].restarts == 1 and current is not None and current.ready
+
+    _signal_when(restarted, signal.SIGTERM)
+    assert sup.run() == Exit.OK
+    starts = [line.split()[1] for line in _log_lines() if line.startswith("start")]
+    assert sorted(starts) == ["0", "1", "1"], "the crash (exit 3) was restarted, burst or not"
 
 
 def test_a_child_that_dies_is_restarted_in_its_slot(

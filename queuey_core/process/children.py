@@ -52,7 +52,8 @@ class Child:
     ready: bool = False
     draining: bool = False
     retiring: bool = False
-    sigterms: int = 0
+    #: What the supervisor asked of it so far: 0 nothing, 1 drain, 2 stop at once.
+    asked: int = 0
     metrics_port: int | None = None
 
     @property
@@ -70,5 +71,6 @@ class Slot:
     failures: int = 0
     restart_at: float | None = 0.0
     restarts: int = 0
-    #: Its child was stopped through ``queuey workers shutdown``: it is not replaced.
+    #: Its child was stopped through ``queuey workers shutdown``, or (``--burst``) found
+    #: its queues empty and exited 0: it is not replaced.
     retired: bool = False

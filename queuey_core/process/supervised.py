@@ -1,20 +1,26 @@
 """The child's side of ``queuey worker --processes N``: a worker that a supervisor runs.
 
-Owns: the child's worker options (:func:`worker_arguments`), its link to its supervisor (one
-end of a socket pair, passed as an inherited file descriptor), what it tells the
-supervisor (ready, draining, recycle, its metrics port), and the two ways it notices
-that the supervisor is gone. Must never: outlive the supervisor. ``PR_SET_PDEATHSIG``
-(Linux) turns the supervisor's death into a SIGTERM, which drains the worker as usual;
-it is set after the fork, so a supervisor that died in between is caught by comparing
-``os.getppid()`` with ``$QUEUEY_SUPERVISOR_PID``, and by the socket: its other end is
-held by the supervisor alone, so the kernel closes it when the supervisor ends, however
-it ends, and the child reads end-of-file.
+Owns: the child's worker options (:func:`worker_arguments`), its link to its supervisor
+(one end of a socket pair, passed as an inherited file descriptor), what they say to
+each other, and the ways the child notices that the supervisor is gone. Must never:
+outlive the supervisor, nor take its death for more than one event. Three things tell
+a child that the supervisor is gone, each of them a drain however often it comes: the
+socket (its other end is held by the supervisor alone, so the kernel closes it when the
+supervisor ends, however it ends, and the child reads end-of-file); ``PR_SET_PDEATHSIG``
+(Linux), set to SIGHUP, never SIGTERM: the kernel may send it more than once (each time
+the child is re-parented while the dying supervisor's threads exit), and a SIGTERM
+counted twice would stop the child at once; and ``os.getppid()`` differing from
+``$QUEUEY_SUPERVISOR_PID`` (a supervisor that died before the signal was set).
 
-The protocol is one JSON object a line, child to supervisor only:
-``{"event": "ready"}`` (consuming), ``{"event": "draining"}``, ``{"event": "recycle",
-"jobs": M}`` (ran its ``max_jobs_per_child`` jobs: start my replacement) and
-``{"event": "metrics", "port": P}`` (its own metrics server, on 127.0.0.1) and
-``{"event": "stop"}`` (``queuey workers shutdown`` chose it: do not replace it).
+The protocol is one JSON object a line. Child to supervisor: ``{"event": "ready"}``
+(consuming), ``{"event": "draining"}``, ``{"event": "recycle", "jobs": M}`` (ran its
+``max_jobs_per_child`` jobs: start my replacement), ``{"event": "metrics", "port": P}``
+(its own metrics server, on 127.0.0.1) and ``{"event": "stop"}`` (``queuey workers
+shutdown`` chose it: do not replace it). Supervisor to child: ``{"event": "drain"}``
+(the supervisor was told to stop, or replaces it) and ``{"event": "stop"}`` (told twice:
+stop at once). The supervisor asks over the socket rather than with SIGTERM so that a
+SIGTERM sent to every process of a unit (systemd's ``KillMode=control-group``) and the
+supervisor's own request are one drain, not two signals.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.errors import ConfigError
@@ -44,10 +50,13 @@ logger = logging.getLogger("queuey.worker")
 SUPERVISOR_PID_ENV = "QUEUEY_SUPERVISOR_PID"
 CHILD_INDEX_ENV = "QUEUEY_CHILD_INDEX"
 
+#: What a supervisor asks of a child: drain (it was told to stop), stop at once (twice).
+REQUESTS = frozenset({"drain", "stop"})
+
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+def die_with_parent(sig: int = signal.SIGHUP) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent ends (Linux only).
 
     Returns whether it was set. The signal comes when the *thread* that forked us ends,
@@ -137,10 +146,14 @@ class SupervisorLink(WorkerHooks):
         """Whether the supervisor that started us is no longer our parent."""
         return self.supervisor_pid != 0 and os.getppid() != self.supervisor_pid
 
-    def watch(self, on_gone: Any) -> threading.Thread:
-        """Call ``on_gone()`` once the supervisor's end of the socket closes."""
+    def watch(
+        self, on_gone: Callable[[], None], on_request: Callable[[str], None] | None = None
+    ) -> threading.Thread:
+        """Call ``on_gone()`` once the supervisor's end of the socket closes, and
+        ``on_request(event)`` for each request it sends (``drain``, ``stop``)."""
 
         def run() -> None:
+            buffer = b""
             while True:
                 try:
                     data = self._sock.recv(4096)
@@ -151,10 +164,25 @@ class SupervisorLink(WorkerHooks):
                 if not data:
                     on_gone()
                     return
+                *lines, buffer = (buffer + data).split(b"\n")
+                for line in lines:
+                    event = _request(line)
+                    if event is not None and on_request is not None:
+                        on_request(event)
 
         thread = threading.Thread(target=run, name="queuey-supervisor-watch", daemon=True)
         thread.start()
         return thread
+
+
+def _request(line: bytes) -> str | None:
+    """The event of one line the supervisor sent, if it is one a child acts on."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    event = message.get("event") if isinstance(message, dict) else None
+    return event if event in REQUESTS else None
 
 
 class ChildFields(logging.Filter):
@@ -177,6 +205,7 @@ def worker_arguments(
     queues: Sequence[str] | None,
     job_timeout: float | None,
     with_scheduler: bool,
+    burst: bool = False,
 ) -> list[str]:
     """The ``worker`` command and its options, as this process resolved them, for each
     child to run (the child adds its own ``--supervised-fd``)."""
@@ -190,6 +219,8 @@ def worker_arguments(
         command += ["--job-timeout", _seconds(job_timeout)]
     if with_scheduler:
         command.append("--with-scheduler")
+    if burst:
+        command.append("--burst")
     if w.max_jobs_per_child is not None:
         command += ["--max-jobs-per-child", str(w.max_jobs_per_child)]
     if w.metrics_port is not None:

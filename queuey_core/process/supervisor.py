@@ -4,15 +4,18 @@ Owns: starting each child (the same ``queuey worker`` command, re-executed with
 ``sys.executable -m queuey_cli`` rather than forked, so no child inherits a thread or a
 lock of ours), restarting one that dies (with a capped exponential back-off), replacing
 one that ran its ``max_jobs_per_child`` jobs (the replacement first, then the old one
-drains), and stopping them all: the first SIGTERM or SIGINT is forwarded to every child
-as SIGTERM (each drains), a second one is forwarded again (each stops at once, 130).
+drains), ending once every child found its queues empty (``--burst``), and stopping
+them all: on the first SIGTERM or SIGINT it asks every child to drain, on a second one
+to stop at once (130). It asks over each child's socket, not with a signal: a child
+that systemd also signalled (``KillMode=control-group``) drains once, and only a second
+signal to the supervisor, or to the child itself, stops it at once.
 
-Must never: act on a signal inside its handler (the handler only counts it; the loop
+Must never: act on a signal inside its handler (the handler only records it; the loop
 applies it to every child, including one started a moment later, so none is missed);
 start a child from any thread but the main one (a child's parent-death signal fires when
 the thread that forked it ends); or let a child outlive it (see
 :mod:`queuey_core.process.supervised`). Children run in process groups of their own, so a
-terminal's Ctrl-C reaches the supervisor alone and each child gets exactly one SIGTERM.
+terminal's Ctrl-C reaches the supervisor alone.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class Supervisor:
 
     command: list[str]
     settings: Settings
+    #: The children run ``--burst``: one that exits 0 found its queues empty, and is
+    #: not replaced; the supervisor exits 0 once every one has.
+    burst: bool = False
     slots: list[Slot] = field(default_factory=list)
     children: list[Child] = field(default_factory=list)
     recycles: int = 0
@@ -92,7 +98,12 @@ class Supervisor:
                 self._read(0.1)
                 self._reap()
                 if not self.children and all(s.retired for s in self.slots):
-                    logger.info("every worker process was stopped by queuey workers shutdown")
+                    logger.info(
+                        "every worker process ended and none is to be replaced (%s)",
+                        "--burst, or queuey workers shutdown"
+                        if self.burst
+                        else "stopped by queuey workers shutdown",
+                    )
                     break
                 if self._stopping:
                     if not self.children:
@@ -144,8 +155,8 @@ class Supervisor:
         if self._stopping:
             wanted = 2 if self._forced else 1
             for child in self.children:
-                while child.sigterms < wanted:
-                    self._sigterm(child)
+                if child.asked < wanted:
+                    self._ask(child, wanted)
 
     def _read(self, timeout: float) -> None:
         for key, _ in self._selector.select(timeout):
@@ -199,14 +210,14 @@ class Supervisor:
             )
             if slot.current is child:
                 for old in self.children:
-                    if old.index == child.index and old.retiring and old.sigterms == 0:
+                    if old.index == child.index and old.retiring and old.asked == 0:
                         logger.info(
                             "worker process %d: pid %d replaces pid %d, which now drains",
                             child.index,
                             child.pid,
                             old.pid,
                         )
-                        self._sigterm(old)
+                        self._ask(old, 1)
         elif event == "draining":
             child.draining = True
         elif event == "stop" and slot.current is child:
@@ -305,6 +316,18 @@ class Supervisor:
                     how,
                     extra=fields,
                 )
+            elif slot.current is child and self.burst and code == Exit.OK:
+                # --burst: its queues were empty; the others finish theirs.
+                slot.current = None
+                slot.retired = True
+                slot.restart_at = None
+                logger.info(
+                    "worker process %d (pid %d) found its queues empty and exited (--burst); "
+                    "it is not replaced",
+                    child.index,
+                    child.pid,
+                    extra=fields,
+                )
             elif slot.current is child and not self._ever_ready and code in STARTUP_ERRORS:
                 # Bad config or an unreachable broker: every restart would fail the same way.
                 logger.error(
@@ -339,10 +362,14 @@ class Supervisor:
         who = f"worker process {slot.index}" + (f" (pid {pid})" if pid is not None else "")
         logger.error("%s %s; restarting it in %gs", who, how, delay, extra=fields or {})
 
-    def _sigterm(self, child: Child) -> None:
-        child.sigterms += 1
-        with contextlib.suppress(ProcessLookupError):
-            child.proc.send_signal(signal.SIGTERM)
+    def _ask(self, child: Child, level: int) -> None:
+        """Ask ``child`` to drain (1) or to stop at once (2), over its socket: a request,
+        not a signal, so that one the child also got from elsewhere (systemd signals
+        every process of a unit) is not counted twice."""
+        child.asked = level
+        line = json.dumps({"event": "drain" if level == 1 else "stop"}) + "\n"
+        with contextlib.suppress(OSError):
+            child.sock.sendall(line.encode())
 
     def _kill_all(self) -> None:
         self._forced = True

@@ -10,20 +10,17 @@ the worker when asked for.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from queuey_core.errors import ConfigError, ConsumerStoppedError, QueueyError
-from queuey_core.process.exits import Exit
+from queuey_core.errors import ConfigError
+from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
+from queuey_core.process.stops import STOP_SIGNALS, StopRequests
 from queuey_core.settings import Settings, WorkerSettings
 from queuey_core.worker import Worker
 
@@ -94,25 +91,45 @@ def run_worker(
         schedules = load_schedules(settings, handlers)
     if with_scheduler and not schedules:
         raise ConfigError("with_scheduler: no schedules configured (schedules.NAME tables)")
-    link = None
-    if supervised_fd is not None:
-        # Imported here, as the supervisor below: one process needs neither (nor ctypes).
-        from queuey_core.process.supervised import attach  # noqa: PLC0415
-
-        link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
-    elif settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None:
-        if burst:
-            raise ConfigError(
-                "--burst runs in one process, without a supervisor: drop --processes and "
-                "--max-jobs-per-child (worker.processes, worker.max_jobs_per_child), or --burst"
-            )
+    schedules = schedules if with_scheduler else None
+    supervised = supervised_fd is not None
+    if not supervised and (
+        settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None
+    ):
         # Imported here: one process does not pay for the supervisor.
         from queuey_core.process.supervised import worker_arguments  # noqa: PLC0415
         from queuey_core.process.supervisor import Supervisor  # noqa: PLC0415
 
         prefix = list(child_command or [sys.executable, "-m", "queuey_cli"])
-        command = prefix + worker_arguments(settings, consume, job_timeout, with_scheduler)
-        return Supervisor(command, settings).run()
+        options = worker_arguments(settings, consume, job_timeout, with_scheduler, burst)
+        return Supervisor(prefix + options, settings, burst=burst).run()
+    # From here on a signal is recorded, never lost nor acted on inside its handler: one
+    # during start-up (connecting, say) is applied as soon as the worker runs.
+    stops = StopRequests().install((*STOP_SIGNALS, signal.SIGHUP) if supervised else STOP_SIGNALS)
+    try:
+        return _run_one(settings, stops, handlers, consume, burst, schedules, supervised_fd)
+    finally:
+        stops.close()
+
+
+def _run_one(
+    settings: Settings,
+    stops: StopRequests,
+    handlers: Sequence[Any],
+    consume: list[str] | None,
+    burst: bool,
+    schedules: Sequence[Schedule] | None,
+    supervised_fd: int | None,
+) -> int:
+    """One worker (a supervisor's child if ``supervised_fd``), until it stops."""
+    link = None
+    if supervised_fd is not None:
+        # Imported here: one process on its own needs no link (nor ctypes).
+        from queuey_core.process.supervised import attach  # noqa: PLC0415
+
+        link = attach(supervised_fd, max_jobs=settings.worker.max_jobs_per_child)
+        link.watch(lambda: stops.request("orphaned"), stops.request)
+    queue_set = settings.queue_set()
     metrics, server = _serve_metrics(settings.worker.metrics_port, link)
     try:
         broker = backend_for(settings)
@@ -126,15 +143,15 @@ def run_worker(
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,
             hooks=[h for h in (link, metrics) if h is not None],
-            on_shutdown_request=lambda: _as_sigterm(link),
+            on_shutdown_request=lambda: _shutdown_requested(stops, link),
         )
         beside = None
-        if with_scheduler and schedules:
+        if schedules:
             from queuey_core.process.scheduler import run_beside  # noqa: PLC0415
 
             registry = metrics.registry if metrics is not None else None
             beside = run_beside(settings, list(schedules), broker, w.handle, registry)
-        code = _run(w, broker, settings.worker.shutdown_timeout, burst, link)
+        code = run_until_stopped(w, broker, settings.worker.shutdown_timeout, burst, link, stops)
         if beside is not None:
             beside.stop()
     finally:
@@ -181,76 +198,7 @@ def _serve_metrics(
     return metrics, server
 
 
-def _run(
-    w: Worker,
-    broker: Any,
-    shutdown_timeout: float,
-    burst: bool,
-    link: SupervisorLink | None = None,
-) -> int:
-    """Run ``w`` on a thread while this (main) thread waits for signals."""
-    outcome: dict[str, BaseException | None] = {"error": None}
-
-    def target() -> None:
-        try:
-            w.run()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="queuey-worker")
-    signals = {"count": 0, "deadline": float("inf")}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        signals["count"] += 1
-        name = signal.Signals(signum).name
-        if signals["count"] == 1:
-            logger.warning(
-                "%s: draining (up to %gs); send it again to stop at once", name, shutdown_timeout
-            )
-            signals["deadline"] = time.monotonic() + shutdown_timeout
-            w.handle.shutdown()
-        else:
-            _stop_now(w, f"second {name}")
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    if link is not None:
-        # The supervisor is gone (killed, or it died before our parent-death signal was
-        # set): drain as if it had sent SIGTERM, and as the one signal, not a second.
-        def orphaned() -> None:
-            logger.warning("the supervisor is gone: draining (up to %gs)", shutdown_timeout)
-            signals["deadline"] = min(signals["deadline"], time.monotonic() + shutdown_timeout)
-            w.handle.shutdown()
-
-        link.watch(orphaned)
-        if link.orphaned():
-            orphaned()
-    thread.start()
-    if burst:
-        threading.Thread(target=_burst_watch, args=(w, broker), daemon=True).start()
-    try:
-        while thread.is_alive():
-            thread.join(0.2)
-            if time.monotonic() > signals["deadline"]:
-                _stop_now(w, f"shutdown took longer than {shutdown_timeout:g}s")
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-    settle_failures = w.handle.settle_failures()
-    logger.info("worker exited", extra={"settle_failures": settle_failures})
-    error = outcome["error"]
-    if isinstance(error, ConsumerStoppedError):
-        logger.error("lost the broker: %s", error)
-        return Exit.BROKER_LOST
-    if isinstance(error, QueueyError):
-        logger.error("%s", error)
-        return Exit.FAILURE
-    if error is not None:
-        raise error
-    return Exit.OK
-
-
-def _as_sigterm(link: SupervisorLink | None) -> None:
+def _shutdown_requested(stops: StopRequests, link: SupervisorLink | None) -> None:
     """A shutdown asked over the control channel (``queuey workers shutdown``) drains
     exactly as SIGTERM does: the same log, ``shutdown_timeout``, a second signal, exit 0.
 
@@ -258,34 +206,4 @@ def _as_sigterm(link: SupervisorLink | None) -> None:
     the exit for a crash and start another process in its place."""
     if link is not None:
         link.send("stop")
-    if callable(signal.getsignal(signal.SIGTERM)):  # _run's handler: the worker runs
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _stop_now(w: Worker, why: str) -> None:
-    """Exit at once: unsettled deliveries go back to the broker with the connection."""
-    logger.error(
-        "%s: stopping at once; %d unsettled deliveries go back to the broker",
-        why,
-        w.handle.in_flight(),
-    )
-    logging.shutdown()
-    os._exit(Exit.FORCED)
-
-
-def _burst_watch(w: Worker, broker: Any) -> None:
-    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
-    deferral is still held in the delay ladder (which any queue shares)."""
-    names = [q.name for q in w.queues]
-    quiet = 0
-    while not w.handle.is_shutdown():
-        time.sleep(0.2)
-        try:
-            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
-            empty = empty and broker.held_count() == 0
-        except QueueyError:
-            continue
-        quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0
-        if quiet >= 3:  # three looks in a row: nothing was on its way in between
-            logger.info("burst: queues empty, stopping")
-            w.handle.shutdown()
+    stops.request("shutdown")

@@ -6,7 +6,7 @@ import threading
 
 from queuey_core import MemoryBackend, Worker
 from queuey_core.process import Exit
-from queuey_core.process.worker import _run
+from queuey_core.process.running import run_until_stopped
 from tests.support import ALPHA, Greet, noop, seed_queues, wait_for
 
 
@@ -19,11 +19,11 @@ def test_a_worker_that_loses_the_broker_exits_3() -> None:
         backend.close()
 
     threading.Thread(target=lose_the_broker, daemon=True).start()
-    assert _run(w, backend, shutdown_timeout=5, burst=False) == Exit.BROKER_LOST
+    assert run_until_stopped(w, backend, shutdown_timeout=5, burst=False) == Exit.BROKER_LOST
 
 
 def test_a_worker_asked_to_stop_exits_0() -> None:
     backend = MemoryBackend()
     w = Worker(backend, seed_queues(), [noop(Greet)])
     threading.Timer(0.2, w.handle.shutdown).start()
-    assert _run(w, backend, shutdown_timeout=5, burst=False) == Exit.OK
+    assert run_until_stopped(w, backend, shutdown_timeout=5, burst=False) == Exit.OK

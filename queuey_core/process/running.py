@@ -1,0 +1,183 @@
+"""The main thread of a worker process: it runs the worker on a thread, applies what
+asks it to stop, and holds the shutdown deadline (:func:`run_until_stopped`).
+
+What stops a worker, and what each does (``docs/operations.md``, "Stopping"):
+
+- the first SIGTERM or SIGINT (or ``queuey workers shutdown``, which counts as one):
+  drain, for up to ``shutdown_timeout``; the second: stop at once (exit 130);
+- a supervisor's "drain" (it was told to stop) and a supervisor that is gone (socket
+  closed, parent-death signal, another parent): drain, however often they come; they
+  are never counted as a signal, so they never turn into "stop at once";
+- a supervisor's "stop" (it was signalled twice): stop at once;
+- the deadline passing while draining: stop at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from queuey_core.errors import ConsumerStoppedError, QueueyError
+from queuey_core.process.exits import Exit
+from queuey_core.process.stops import StopRequests
+from queuey_core.worker import Worker
+
+if TYPE_CHECKING:
+    from queuey_core.process.supervised import SupervisorLink
+
+logger = logging.getLogger("queuey.worker")
+
+#: How long stopping at once waits for the log lines to be written before it exits.
+LOG_FLUSH_LIMIT = 0.5
+#: The longest the main loop sleeps between looks at the deadline.
+TICK = 0.2
+
+#: Requests that count as a signal: the first drains, the second stops at once.
+SIGNALS = frozenset({"SIGTERM", "SIGINT", "shutdown"})
+
+
+class _Stopping:
+    """Where the process is on its way out: signals counted, the deadline."""
+
+    def __init__(self, w: Worker, shutdown_timeout: float, link: SupervisorLink | None) -> None:
+        self.w = w
+        self.timeout = shutdown_timeout
+        self.link = link
+        self.signals = 0
+        self.deadline = float("inf")
+
+    def apply(self, what: str) -> None:
+        """Act on one request (in the main thread)."""
+        if what in SIGNALS:
+            self.signals += 1
+            name = "a shutdown request" if what == "shutdown" else what
+            if self.signals >= 2:
+                stop_now(self.w, f"second signal ({name})")
+            if self._drain():
+                logger.warning(
+                    "%s: draining (up to %gs); send it again to stop at once", name, self.timeout
+                )
+            else:
+                logger.warning(
+                    "%s: already draining (%.1fs left); send it again to stop at once",
+                    name,
+                    max(0.0, self.deadline - time.monotonic()),
+                )
+        elif what == "stop":
+            stop_now(self.w, "the supervisor was signalled twice")
+        elif what == "drain":
+            if self._drain():
+                logger.warning("the supervisor asked: draining (up to %gs)", self.timeout)
+        elif what in ("orphaned", "SIGHUP"):
+            if what == "SIGHUP" and (self.link is None or not self.link.orphaned()):
+                logger.info("SIGHUP while the supervisor lives: ignored")
+                return
+            if self._drain():
+                logger.warning("the supervisor is gone: draining (up to %gs)", self.timeout)
+
+    def _drain(self) -> bool:
+        """Start draining; False if it already was (nothing changes then)."""
+        if self.deadline != float("inf"):
+            return False
+        self.deadline = time.monotonic() + self.timeout
+        self.w.handle.shutdown()
+        return True
+
+
+def run_until_stopped(
+    w: Worker,
+    broker: Any,
+    shutdown_timeout: float,
+    burst: bool,
+    link: SupervisorLink | None = None,
+    stops: StopRequests | None = None,
+) -> int:
+    """Run ``w`` on a thread while this (main) thread applies stop requests; the exit code.
+
+    ``stops`` may already hold requests (a signal during start-up): they apply at once.
+    Without it, SIGTERM and SIGINT are recorded from now on.
+    """
+    own = stops is None
+    requests = stops if stops is not None else StopRequests().install()
+    outcome: dict[str, BaseException | None] = {"error": None}
+    ended = threading.Event()
+
+    def target() -> None:
+        try:
+            w.run()
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            ended.set()
+            requests.wake()
+
+    thread = threading.Thread(target=target, name="queuey-worker")
+    stopping = _Stopping(w, shutdown_timeout, link)
+    if link is not None and link.orphaned():
+        requests.request("orphaned")
+    thread.start()
+    if burst:
+        threading.Thread(
+            target=_burst_watch, args=(w, broker), name="queuey-burst-watch", daemon=True
+        ).start()
+    try:
+        while not ended.is_set():
+            for what in requests.take():
+                stopping.apply(what)
+            if time.monotonic() > stopping.deadline:
+                stop_now(w, f"shutdown took longer than {shutdown_timeout:g}s")
+            requests.wait(TICK)
+        thread.join()
+    finally:
+        if own:
+            requests.close()
+    settle_failures = w.handle.settle_failures()
+    logger.info("worker exited", extra={"settle_failures": settle_failures})
+    error = outcome["error"]
+    if isinstance(error, ConsumerStoppedError):
+        logger.error("lost the broker: %s", error)
+        return Exit.BROKER_LOST
+    if isinstance(error, QueueyError):
+        logger.error("%s", error)
+        return Exit.FAILURE
+    if error is not None:
+        raise error
+    return Exit.OK
+
+
+def stop_now(w: Worker, why: str) -> NoReturn:
+    """Exit at once: unsettled deliveries go back to the broker with the connection.
+
+    The log lines are given :data:`LOG_FLUSH_LIMIT` to be written: a handler stuck on a
+    full pipe must not turn "at once" into never.
+    """
+    logger.error(
+        "%s: stopping at once; %d unsettled deliveries go back to the broker",
+        why,
+        w.handle.in_flight(),
+    )
+    flushing = threading.Thread(target=logging.shutdown, name="queuey-log-flush", daemon=True)
+    flushing.start()
+    flushing.join(LOG_FLUSH_LIMIT)
+    os._exit(Exit.FORCED)
+
+
+def _burst_watch(w: Worker, broker: Any) -> None:
+    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
+    deferral is still held in the delay ladder (which any queue shares)."""
+    names = [q.name for q in w.queues]
+    quiet = 0
+    while not w.handle.is_shutdown():
+        time.sleep(0.2)
+        try:
+            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
+            empty = empty and broker.held_count() == 0
+        except QueueyError:
+            continue
+        quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0
+        if quiet >= 3:  # three looks in a row: nothing was on its way in between
+            logger.info("burst: queues empty, stopping")
+            w.handle.shutdown()

@@ -18,7 +18,7 @@ from queuey_core import MemoryBackend, QueueSet, Worker
 from queuey_core.observability import MetricsServer, WorkerMetrics
 from tests.support import Greet, noop
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def dockerfile_check() -> list[str]:

@@ -30,7 +30,7 @@ from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL, VHOST
 from tests.integration.broker import channel, rabbitmqctl, unique
-from tests.integration.test_observability import check, sample, scrape
+from tests.integration.observability.test_observability import check, sample, scrape
 
 pytestmark = pytest.mark.integration
 

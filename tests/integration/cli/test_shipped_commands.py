@@ -29,7 +29,7 @@ from tests.integration.broker import delete_queues
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 QUEUEY = str(Path(sys.executable).parent / "queuey")
 
 

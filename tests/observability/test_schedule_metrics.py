@@ -12,8 +12,8 @@ import pytest
 
 from queuey_core.observability import MetricsServer, SchedulerMetrics, WorkerMetrics
 from queuey_core.schedules import MemoryElection, Schedule, Scheduler
-from tests.test_metrics import get
-from tests.test_scheduler import World, every_minute
+from tests.observability.test_metrics import get
+from tests.schedules.test_scheduler import World, every_minute
 
 FIRINGS = "queuey_schedule_firings_total"
 FAILURES = "queuey_schedule_firing_failures_total"

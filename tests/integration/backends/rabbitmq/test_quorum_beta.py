@@ -41,7 +41,7 @@ from tests.support import start, wait_for
 
 pytestmark = pytest.mark.integration
 
-SHIPPED = Path(__file__).resolve().parents[2] / "queuey.toml"
+SHIPPED = Path(__file__).resolve().parents[4] / "queuey.toml"
 FAST_RETRY = {"max_attempts": 3, "backoff": "fixed", "initial": "200ms", "max": "200ms"}
 
 

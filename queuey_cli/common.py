@@ -12,6 +12,7 @@ import typer
 
 from queuey_cli.output import Exit, error
 from queuey_core import ConfigError, QueueSet, QueueyError
+from queuey_core.backends.open import open_backend
 from queuey_core.handlers import Discovered, check_queues, discover
 from queuey_core.settings import Settings, load_settings
 
@@ -73,16 +74,5 @@ def usage(message: str) -> typer.Exit:
 
 
 def backend(settings: Settings) -> Any:
-    """A RabbitMQ backend for ``settings`` (pika is imported only now)."""
-    # Imported here: `queuey handlers` and `config show` should not pay for pika.
-    from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
-
-    return RabbitMQBackend(
-        settings.broker.urls(),
-        heartbeat=settings.broker.heartbeat,
-        connect_timeout=settings.broker.connect_timeout,
-        recovery_timeout=settings.broker.recovery_timeout,
-        publish_timeout=settings.broker.publish_timeout,
-        ssl_context=settings.broker.ssl_context(),
-        server_name=settings.broker.tls.server_name,
-    )
+    """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
+    return open_backend(settings.broker)

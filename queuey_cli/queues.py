@@ -17,7 +17,7 @@ import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, listing, print_json
-from queuey_core.backends.base import Inspectable, Inspection
+from queuey_core.backends.capabilities import Inspectable, Inspection, require
 from queuey_core.settings import Settings, duration
 
 if TYPE_CHECKING:
@@ -135,14 +135,15 @@ def queues(
     settings = state(ctx).settings()
     names = list(settings.queue_set())
     broker = backend(settings)
+    counted = require(broker, Inspectable, "`queuey queues`")
     if watch:
         # Here, not at the top: queuey_cli.watch imports this module.
         from queuey_cli.watch import watch_queues  # noqa: PLC0415
 
-        watch_queues(broker, lambda: take(broker, settings, names), seconds)
+        watch_queues(broker, lambda: take(counted, settings, names), seconds)
         return
     try:
-        sample = take(broker, settings, names)
+        sample = take(counted, settings, names)
     finally:
         broker.close()
     found = records(sample)

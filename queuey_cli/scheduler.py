@@ -22,6 +22,7 @@ import typer
 from queuey_cli.common import JsonOption, State, backend, cli_errors, state, usage
 from queuey_cli.output import Column, Exit, error, listing, out, print_json
 from queuey_core import ConfigError, QueueSet, QueueyError, Schedule, Scheduler
+from queuey_core.backends.capabilities import SupportsSchedules, require
 from queuey_core.handlers import Discovered
 from queuey_core.schedules import Cron, build_schedules, job_models
 from queuey_core.schedules.fire import enqueue_with_id
@@ -66,24 +67,15 @@ def make_scheduler(
     broker: Any,
     metrics: SchedulerMetrics | None = None,
 ) -> Scheduler:
-    """A scheduler electing through RabbitMQ and keeping its ticks there (pika now),
+    """A scheduler electing through the broker and keeping its ticks there,
     counting its firings in ``metrics`` if given."""
-    # Imported here, as common.backend does: commands without a broker skip pika.
-    from queuey_core.backends.rabbitmq.election import RabbitElection  # noqa: PLC0415
-    from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
-
-    url = settings.broker.urls()
+    scheduling = require(broker, SupportsSchedules, "`queuey scheduler`")
     return Scheduler(
         broker,
         queue_set,
         schedules,
-        election=RabbitElection(
-            url,
-            heartbeat=settings.scheduler.heartbeat,
-            connect_timeout=settings.broker.connect_timeout,
-            recovery_timeout=settings.broker.recovery_timeout,
-        ),
-        state=RabbitScheduleState(url, connect_timeout=settings.broker.connect_timeout),
+        election=scheduling.election(heartbeat=settings.scheduler.heartbeat),
+        state=scheduling.schedule_state(),
         grace=settings.scheduler.grace,
         on_fire=metrics.fired if metrics is not None else None,
         on_fire_failed=metrics.fire_failed if metrics is not None else None,
@@ -275,15 +267,15 @@ def schedules(
         else:
             out.print("no schedules configured (schedules.NAME tables)", highlight=False)
         return
-    from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
-
-    store = RabbitScheduleState(
-        settings.broker.urls(), connect_timeout=settings.broker.connect_timeout
-    )
+    broker = backend(settings)
     try:
-        last = store.last_fired([s.name for s in configured])
+        store = require(broker, SupportsSchedules, "`queuey schedules`").schedule_state()
+        try:
+            last = store.last_fired([s.name for s in configured])
+        finally:
+            store.close()
     finally:
-        store.close()
+        broker.close()
     now = int(time.time() * 1000)
     rows: list[dict[str, Any]] = []
     for s in configured:

@@ -32,7 +32,8 @@ from queuey_core import (
     QueueSet,
     SystemClock,
 )
-from queuey_core.backends.base import AnyDeadLetter, Sink, Subscription
+from queuey_core.backends.base import Sink, Subscription
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterTools, require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 
@@ -53,7 +54,7 @@ def broker_reachable(host: str = BROKER_HOST, port: int = BROKER_PORT) -> bool:
         return False
 
 
-class Inspectable(Backend, Protocol):
+class Inspectable(Backend, DeadLetterTools, Protocol):
     """What the seed's tests ask of a backend besides the Backend protocol."""
 
     def acked(self, queue: str) -> list[Envelope]: ...
@@ -93,19 +94,23 @@ class Wrapping:
         return self.inner.consume(queue, wrapped)
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        return self.inner.list_dead_letters(queue, limit=limit)
+        return self._tools.list_dead_letters(queue, limit=limit)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        return self.inner.requeue_dead_letters(queue, job_ids)
+        return self._tools.requeue_dead_letters(queue, job_ids)
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        return self.inner.delete_dead_letters(queue, handles)
+        return self._tools.delete_dead_letters(queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
-        return self.inner.purge_dead_letters(queue)
+        return self._tools.purge_dead_letters(queue)
 
     def close(self) -> None:
         self.inner.close()
+
+    @property
+    def _tools(self) -> DeadLetterTools:
+        return require(self.inner, DeadLetterTools, "a wrapped backend's dead-letter tools")
 
 
 class RecordingRabbit(Wrapping):

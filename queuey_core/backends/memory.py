@@ -23,19 +23,19 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from queuey_core.backends.base import (
+from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.capabilities import (
     AnyDeadLetter,
-    ConsumerEnded,
     ControlHandler,
     ControlServer,
     DeadLetter,
+    DeadLetterTools,
+    Inspectable,
     Inspection,
+    PublishesEncoded,
     QueueCounts,
-    Sink,
+    SupportsControl,
     UndecodableDeadLetter,
-    message_handle,
-    preview,
-    printable,
 )
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.clock import Clock, SystemClock
@@ -49,6 +49,7 @@ from queuey_core.errors import (
 )
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
+from queuey_core.text import ascii_printable, body_preview, message_handle
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class _Queue:
         return min(message.priority, self.config.max_priority)
 
 
-class MemoryBackend:
+class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
@@ -360,9 +361,11 @@ class MemoryBackend:
                 "undecodable message dead-lettered: %s", exc, extra={"queue": q.config.name}
             )
             handle = message_handle(message_id) or ""
-            reason = printable(f"{exc}", 2000)
+            reason = ascii_printable(f"{exc}", 2000)
             now = self._clock.wall_ms()
-            q.dead.append(UndecodableDeadLetter(preview(raw.body), str(exc), reason, now, handle))
+            q.dead.append(
+                UndecodableDeadLetter(body_preview(raw.body), str(exc), reason, now, handle)
+            )
             return None
 
     def _settle(

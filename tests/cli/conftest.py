@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_core import DeadLetter, Envelope
-from queuey_core.backends.base import Inspection, QueueCounts
+from queuey_core.backends.capabilities import Inspection, QueueCounts
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 
@@ -81,6 +81,11 @@ class FakeBroker:
 
     def requeue_dead_letters(self, queue: str, job_ids: list[str] | None = None) -> int:
         return 0
+
+    def purge_dead_letters(self, queue: str) -> int:
+        purged = [d for d in self.dead if d.envelope.queue == queue]
+        self.dead = [d for d in self.dead if d not in purged]
+        return len(purged)
 
     def queue_counts(self, queue: str) -> tuple[int, int]:
         return (0, 0)

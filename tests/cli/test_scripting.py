@@ -23,7 +23,8 @@ from queuey_cli import watch
 from queuey_cli.main import app
 from queuey_cli.management import Unacked
 from queuey_core import BackendError, Envelope
-from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection
+from queuey_core.backends.base import ConsumerEnded, Delivery
+from queuey_core.backends.capabilities import Inspection
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import ManualClock
 from queuey_core.handlers import discover

@@ -19,7 +19,7 @@ from queuey_core import (
     QueueConfig,
     QueueSet,
 )
-from queuey_core.backends.base import PublishesEncoded
+from queuey_core.backends.capabilities import PublishesEncoded
 from queuey_core.envelope import EncodedEnvelope
 from queuey_core.producer import make_envelope
 

@@ -34,7 +34,7 @@ from queuey_core.envelope import MAX_COUNT
 from queuey_core.handlers import Handler
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
-from queuey_core.worker.outcome import Kind, call_handler, describe
+from queuey_core.worker.outcome import Kind, call_handler, handler_error_text
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from tests.support import ALPHA, Greet
 
@@ -115,7 +115,7 @@ class Weird(str):
 def test_describing_a_handler_error_never_raises_and_always_encodes(
     exc: BaseException, text: str
 ) -> None:
-    described = describe(exc)
+    described = handler_error_text(exc)
     assert described == text
     described.encode("utf-8")
 

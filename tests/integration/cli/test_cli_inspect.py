@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection, QueueCounts
+from queuey_core.backends.base import ConsumerEnded, Delivery
+from queuey_core.backends.capabilities import Inspection, QueueCounts
 from tests.integration.backends.test_backend_contract import Env, env
 
 __all__ = ["env"]  # the contract suite's fixture: each test runs on both backends

@@ -5,8 +5,8 @@ site, so a page may link to `../bench/PROFILE.md` or `../examples/node/enqueue.j
 MkDocs knows only the files under docs/ and would call those links broken (and a link to
 a folder, such as `schema/jobs/`, unrecognized). This hook
 checks that each such target exists in the repository (a warning, so `--strict` fails on
-a stale one), renders a link as the text it had plus the repository path, and copies an
-image into the site so that it still shows.
+a stale one), renders a link as the text it had plus the repository path, and adds an image to the
+site so that it still shows.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-from mkdocs.utils import get_relative_url
+from mkdocs.structure.files import File
 
 log = logging.getLogger("mkdocs.hooks.repository_links")
 
@@ -26,7 +25,8 @@ log = logging.getLogger("mkdocs.hooks.repository_links")
 LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 IMAGES_DIR = "_repository"
-_images: dict[str, Path] = {}
+# The anchors of each page, by its path under docs/, to check the README's links.
+_anchors: dict[str, set[str]] = {}
 
 
 def _outside(page_src: str, target: str, docs: Path) -> str | None:
@@ -59,9 +59,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             log.warning("%s links to %s, which is not in the repository", src, path)
             return match[0]
         if match["bang"]:
-            _images[path] = root / path
-            url = get_relative_url(f"{IMAGES_DIR}/{path}", page.url)
-            return f"![{match['text']}]({url})"
+            image = posixpath.relpath(f"{IMAGES_DIR}/{path}", posixpath.dirname(src) or ".")
+            return f"![{match['text']}]({image})"
         text = match["text"]
         return text if path.rstrip("/") in text else f"{text} (`{path}`)"
 
@@ -74,9 +73,47 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return "".join(out)
 
 
+def on_files(files: Any, config: Any) -> Any:
+    """Add to the site each image a page shows from outside docs/."""
+    root = Path(config.config_file_path).parent
+    docs = Path(config.docs_dir)
+    for page in list(files.documentation_pages()):
+        for match in LINK.finditer(Path(page.abs_src_path).read_text()):
+            path = _outside(page.src_uri, match["target"], docs)
+            uri = f"{IMAGES_DIR}/{path}"
+            if (
+                match["bang"]
+                and path
+                and (root / path).is_file()
+                and not files.get_file_from_path(uri)
+            ):
+                files.append(File.generated(config, uri, abs_src_path=str(root / path)))
+    return files
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Note the page's anchors (its headings), for the README's links."""
+    found: set[str] = set()
+    todo = list(page.toc)
+    while todo:
+        item = todo.pop()
+        found.add(item.id)
+        todo.extend(item.children)
+    _anchors[page.file.src_uri] = found
+    return html
+
+
 def on_post_build(config: Any) -> None:
-    """Copy the images pages showed from outside docs/ into the site."""
-    for path, source in _images.items():
-        dest = Path(config.site_dir) / IMAGES_DIR / path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, dest)
+    """The README is not part of the site, but its links into docs/ are checked too."""
+    root = Path(config.config_file_path).parent
+    docs = Path(config.docs_dir).relative_to(root).as_posix()
+    for match in LINK.finditer((root / "README.md").read_text()):
+        target = match["target"]
+        if "://" in target or target.startswith(("/", "mailto:")):
+            continue
+        if not (root / target).exists():
+            log.warning("README.md links to %s, which is not in the repository", target)
+        elif match["anchor"] and target.startswith(f"{docs}/"):
+            page = target[len(docs) + 1 :]
+            if match["anchor"][1:] not in _anchors.get(page, set()):
+                log.warning("README.md links to %s%s: no such anchor", target, match["anchor"])

@@ -1,7 +1,7 @@
-"""The commands the README and issue 11 name run verbatim, from the repository's root,
-with the shipped ``queuey.toml`` and the example handlers: ``queuey enqueue greet
-'{"name":"ada"}'``, ``queuey worker --queues alpha,beta``, ``queuey dlq list`` and the
-container's ``queuey worker``.
+"""The commands the README, docs/cli.md and issue 11 name run verbatim, from the
+repository's root, with the shipped ``queuey.toml`` and the example handlers: ``queuey
+enqueue greet '{"name":"ada"}'``, ``queuey worker --queues alpha,beta``, ``queuey dlq
+list`` and the container's ``queuey worker``.
 
 Only the broker's address differs from a fresh clone's (``QUEUEY_BROKER__URL``, the
 tests' virtual host): everything else is read from the files as shipped.

@@ -1,12 +1,14 @@
-"""MkDocs hook: links from a page under docs/ to the rest of the repository.
+"""MkDocs hook: what the pages say about the rest of the repository, checked.
 
 The pages are plain Markdown with relative links, read on a forge as well as in the
 site, so a page may link to `../bench/PROFILE.md` or `../examples/node/enqueue.js`.
 MkDocs knows only the files under docs/ and would call those links broken (and a link to
-a folder, such as `schema/jobs/`, unrecognized). This hook
-checks that each such target exists in the repository (a warning, so `--strict` fails on
-a stale one), renders a link as the text it had plus the repository path, and adds an image to the
-site so that it still shows.
+a folder, such as `schema/jobs/`, unrecognized). This hook checks that each such target
+exists in the repository, renders the link as its text plus the repository path, and
+adds an image to the site so that it still shows. It also checks every repository path
+a page names in a code span (`queuey_core/worker/dispatch.py`,
+`tests/worker/test_worker.py`) and the README's links into docs/. Each miss is a
+warning, so `mkdocs build --strict` fails on it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ log = logging.getLogger("mkdocs.hooks.repository_links")
 # [text](target) or ![alt](target), target without a scheme; an optional #anchor.
 LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
+# A repository path in a code span: `queuey_core/worker/dispatch.py`, `tests/x.py::test_y`.
+CODE_PATH = re.compile(
+    r"`(?P<path>(?:queuey_core|queuey_cli|tests|bench|scripts|examples|handlers|config|docs)"
+    r"/[\w./-]*)(?:::\w+)?`"
+)
+# Paths the pages abbreviate, under queuey_core/: `worker/dispatch.py`, `backends/base.py`.
+SHORT_PATH = re.compile(r"`(?P<path>(?:worker|backends|schedules|control|observability)/[\w./-]+)`")
 IMAGES_DIR = "_repository"
 # The anchors of each page, by its path under docs/, to check the README's links.
 _anchors: dict[str, set[str]] = {}
@@ -69,8 +78,22 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     for line in markdown.splitlines(keepends=True):
         if FENCE.match(line):
             fenced = not fenced
+        if not fenced:
+            _check_paths(line, root, src)
         out.append(line if fenced else LINK.sub(replace, line))
     return "".join(out)
+
+
+def _check_paths(line: str, root: Path, src: str) -> None:
+    """Warn on a file the line names in a code span that is not in the repository: the
+    pages name the code's files, and a file that moved makes them wrong."""
+    for match in CODE_PATH.finditer(line):
+        if not (root / match["path"]).exists():
+            log.warning("%s names %s, which is not in the repository", src, match["path"])
+    for match in SHORT_PATH.finditer(line):
+        path = match["path"]
+        if not (root / "queuey_core" / path).exists() and not (root / path).exists():
+            log.warning("%s names %s, which is not in queuey_core/", src, path)
 
 
 def on_files(files: Any, config: Any) -> Any:

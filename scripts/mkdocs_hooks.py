@@ -71,6 +71,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             image = posixpath.relpath(f"{IMAGES_DIR}/{path}", posixpath.dirname(src) or ".")
             return f"![{match['text']}]({image})"
         text = match["text"]
+        if text == path:
+            return f"`{path}`"
         return text if path.rstrip("/") in text else f"{text} (`{path}`)"
 
     out: list[str] = []

@@ -72,8 +72,13 @@ class SphinxRoles(griffe.Extension):
         for name in self.modules:
             module = resolver.lookup(name)
             if module is not None:
-                paths.add(module.path)
-                paths.update(m.path for n, m in module.members.items() if not n.startswith("_"))
+                # As mkdocstrings shows them: public, and documented (or with documented
+                # members); the module itself has no heading of its own.
+                paths.update(
+                    m.path
+                    for n, m in module.members.items()
+                    if not n.startswith("_") and not m.is_alias and m.has_docstrings
+                )
         return paths
 
 

@@ -1,21 +1,24 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 
-from queuey_core import ManualClock, MemoryBackend, Producer, QueueSet
-from tests.harness import (
-    BROKER_HOST,
-    BROKER_PORT,
-    MemoryEnv,
-    RabbitEnv,
-    WorkerEnv,
-    broker_reachable,
-)
-from tests.support import Recorder, seed_queues
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from tests.harness import BROKER_HOST
+from tests.harness import BROKER_PORT
+from tests.harness import MemoryEnv
+from tests.harness import RabbitEnv
+from tests.harness import WorkerEnv
+from tests.harness import broker_reachable
+from tests.support import Recorder
+from tests.support import seed_queues
 
 # CI explores the same examples every run, so a red build always reproduces.
 settings.register_profile("ci", derandomize=True, deadline=None)

@@ -13,26 +13,27 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Protocol
 
 import pika
 
-from queuey_core import (
-    Backend,
-    Clock,
-    ConsumerEnded,
-    DeadLetter,
-    Delivery,
-    Envelope,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    SystemClock,
-)
-from queuey_core.backends.base import AnyDeadLetter, Sink, Subscription
+from queuey_core import Backend
+from queuey_core import Clock
+from queuey_core import ConsumerEnded
+from queuey_core import DeadLetter
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import SystemClock
+from queuey_core.backends.base import AnyDeadLetter
+from queuey_core.backends.base import Sink
+from queuey_core.backends.base import Subscription
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 

@@ -6,20 +6,20 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar
+from typing import Protocol
+from typing import TypeVar
 
-from queuey_core import (
-    Backoff,
-    Handler,
-    Job,
-    JobContext,
-    ManualClock,
-    QueueConfig,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-    WorkerHandle,
-)
+from queuey_core import Backoff
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from queuey_core import WorkerHandle
 
 ALPHA = "test.alpha"
 BETA = "test.beta"

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from queuey_core import Backoff, ConfigError, Deferred, QueueConfig
+from queuey_core import Backoff
+from queuey_core import ConfigError
+from queuey_core import Deferred
+from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.limits import (
-    MAX_DELAY_MS,
-    MAX_DELAY_SECONDS,
-    MAX_QUEUE_NAME_BYTES,
-    MAX_SHORT_STRING_BYTES,
-    check_delay,
-    check_positive,
-)
+from queuey_core.limits import MAX_DELAY_MS
+from queuey_core.limits import MAX_DELAY_SECONDS
+from queuey_core.limits import MAX_QUEUE_NAME_BYTES
+from queuey_core.limits import MAX_SHORT_STRING_BYTES
+from queuey_core.limits import check_delay
+from queuey_core.limits import check_positive
 from queuey_core.settings import load_settings
 
 SECRET = "S3cr3tPw!#1"

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from queuey_core import DeadLetter, Envelope
-from queuey_core.backends.base import Inspection, QueueCounts
+from queuey_core import DeadLetter
+from queuey_core import Envelope
+from queuey_core.backends.base import Inspection
+from queuey_core.backends.base import QueueCounts
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 import queuey_core
 from queuey_cli.main import app
 from queuey_core.handlers import discover
-from tests.cli.conftest import BASE, UNREACHABLE
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
 
 
 def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:

@@ -12,7 +12,8 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,11 @@ from queuey_cli import queues as queues_cmd
 from queuey_cli import watch
 from queuey_cli.main import app
 from queuey_cli.management import Unacked
-from queuey_core import BackendError, Envelope
-from queuey_core.backends.base import ConsumerEnded, Delivery, Inspection
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core.backends.base import ConsumerEnded
+from queuey_core.backends.base import Delivery
+from queuey_core.backends.base import Inspection
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import ManualClock
 from queuey_core.handlers import discover

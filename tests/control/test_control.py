@@ -14,32 +14,36 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    Deferred,
-    Fatal,
-    Handler,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.control import (
-    VERSION,
-    Command,
-    ControlReply,
-    ControlRequest,
-    JobCounts,
-    Selection,
-    WorkerStatus,
-    ask,
-    shutdown_workers,
-    worker_statuses,
-)
-from queuey_core.errors import BackendError, DecodeError
-from tests.support import ALPHA, BETA, Greet, Orphan, Ping, noop, start, wait_for
+from queuey_core import Deferred
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlReply
+from queuey_core.control import ControlRequest
+from queuey_core.control import JobCounts
+from queuey_core.control import Selection
+from queuey_core.control import WorkerStatus
+from queuey_core.control import ask
+from queuey_core.control import shutdown_workers
+from queuey_core.control import worker_statuses
+from queuey_core.errors import BackendError
+from queuey_core.errors import DecodeError
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Orphan
+from tests.support import Ping
+from tests.support import noop
+from tests.support import start
+from tests.support import wait_for
 
 # -- documents --------------------------------------------------------------------------
 

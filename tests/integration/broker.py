@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import pika
 
-from tests.harness import AMQP_URL, VHOST
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
 
 #: ``host:port`` of the test broker, for URLs the tests make up (other vhosts, users).
 HOSTPORT: str = f"{urlsplit(AMQP_URL).hostname}:{urlsplit(AMQP_URL).port or 5672}"

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from queuey_core import Job, JobContext, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import handler
 from tests.integration import ledger
 
 QUEUE = "procs.cpu"

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from queuey_core import Job, JobContext, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import handler
 
 LEDGER_ENV = "QUEUEY_TEST_LEDGER"
 CLASSIC = "ledger.classic"

@@ -21,7 +21,12 @@ from typing import ClassVar
 import pika
 import pytest
 
-from queuey_core import Job, JobContext, QueueConfig, QueueSet, Worker, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core import handler
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
 from tests.conftest import require_broker

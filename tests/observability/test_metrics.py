@@ -13,31 +13,38 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import prometheus_client
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    Deferred,
-    Delivery,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.observability import MetricsServer, WorkerMetrics, WorkerState
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import Deferred
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
+from queuey_core.observability import WorkerState
 from tests.harness import Wrapping
-from tests.support import ALPHA, GAMMA, Greet, Nudge, Orphan, start, wait_for
+from tests.support import ALPHA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Nudge
+from tests.support import Orphan
+from tests.support import start
+from tests.support import wait_for
 
 
 def value(metrics: WorkerMetrics, name: str, **labels: str) -> float:

@@ -10,10 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core.observability import MetricsServer, SchedulerMetrics, WorkerMetrics
-from queuey_core.schedules import MemoryElection, Schedule, Scheduler
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import SchedulerMetrics
+from queuey_core.observability import WorkerMetrics
+from queuey_core.schedules import MemoryElection
+from queuey_core.schedules import Schedule
+from queuey_core.schedules import Scheduler
 from tests.observability.test_metrics import get
-from tests.schedules.test_scheduler import World, every_minute
+from tests.schedules.test_scheduler import World
+from tests.schedules.test_scheduler import every_minute
 
 FIRINGS = "queuey_schedule_firings_total"
 FAILURES = "queuey_schedule_firing_failures_total"

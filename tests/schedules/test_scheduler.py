@@ -14,20 +14,26 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_core import BackendError, Envelope, Job, ManualClock, MemoryBackend, QueueSet
-from queuey_core.schedules import (
-    CatchUp,
-    Cron,
-    Every,
-    Firing,
-    MemoryBallot,
-    MemoryElection,
-    MemoryScheduleState,
-    Schedule,
-    Scheduler,
-    firing_id,
-)
-from tests.support import ALPHA, Greet, seed_queues, wait_for
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import QueueSet
+from queuey_core.schedules import CatchUp
+from queuey_core.schedules import Cron
+from queuey_core.schedules import Every
+from queuey_core.schedules import Firing
+from queuey_core.schedules import MemoryBallot
+from queuey_core.schedules import MemoryElection
+from queuey_core.schedules import MemoryScheduleState
+from queuey_core.schedules import Schedule
+from queuey_core.schedules import Scheduler
+from queuey_core.schedules import firing_id
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import seed_queues
+from tests.support import wait_for
 
 MINUTE = 60.0
 

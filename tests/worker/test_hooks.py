@@ -12,22 +12,27 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    JobInfo,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-    WorkerHooks,
-)
-from tests.support import ALPHA, BETA, Greet, Orphan, Ping, noop, start, wait_for
+from queuey_core import Deferred
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import JobInfo
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core import WorkerHooks
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Orphan
+from tests.support import Ping
+from tests.support import noop
+from tests.support import start
+from tests.support import wait_for
 
 Event = tuple[str, JobInfo]
 

@@ -18,27 +18,31 @@ from typing import Any
 import pika
 import pytest
 
-from queuey_core import (
-    Backoff,
-    DeadLetter,
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    UndecodableDeadLetter,
-    Worker,
-)
+from queuey_core import Backoff
+from queuey_core import DeadLetter
+from queuey_core import Deferred
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import UndecodableDeadLetter
+from queuey_core import Worker
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.limits import MAX_DELAY_MS
-from tests.harness import Inspectable, WorkerEnv
+from tests.harness import Inspectable
+from tests.harness import WorkerEnv
 from tests.integration.broker import channel
-from tests.support import ALPHA, BETA, Greet, Ping, Recorder, start
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Ping
+from tests.support import Recorder
+from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from queuey_core import (
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-)
-from tests.support import ALPHA, Greet, Recorder, start, wait_for
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import Recorder
+from tests.support import start
+from tests.support import wait_for
 
 MakeRecorder = Callable[[], Recorder]
 

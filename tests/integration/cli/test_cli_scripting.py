@@ -21,7 +21,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from queuey_core import Envelope, QueueConfig
+from queuey_core import Envelope
+from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.backends.rabbitmq.topology import dead_letter_headers

@@ -27,34 +27,34 @@ from typing import ClassVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuey_core import (
-    Backoff,
-    BackoffKind,
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    Worker,
-)
+from queuey_core import Backoff
+from queuey_core import BackoffKind
+from queuey_core import Deferred
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.observability import MetricsServer, WorkerMetrics
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import (
-    HOSTPORT,
-    delete_queues,
-    list_json,
-    rabbitmqctl,
-    unique,
-)
-from tests.support import Running, start, wait_for
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import HOSTPORT
+from tests.integration.broker import delete_queues
+from tests.integration.broker import list_json
+from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import unique
+from tests.support import Running
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

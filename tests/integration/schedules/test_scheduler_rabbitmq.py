@@ -24,13 +24,20 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 from queuey_core import Envelope
-from queuey_core.backends.rabbitmq.election import LEADER_QUEUE, RabbitElection
-from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState, state_queue
+from queuey_core.backends.rabbitmq.election import LEADER_QUEUE
+from queuey_core.backends.rabbitmq.election import RabbitElection
+from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
+from queuey_core.backends.rabbitmq.schedule_state import state_queue
 from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import channel, rabbitmqctl, unique
-from tests.integration.observability.test_observability import check, sample, scrape
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import channel
+from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import unique
+from tests.integration.observability.test_observability import check
+from tests.integration.observability.test_observability import sample
+from tests.integration.observability.test_observability import scrape
 
 pytestmark = pytest.mark.integration
 

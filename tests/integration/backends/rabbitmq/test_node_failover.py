@@ -10,24 +10,25 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    Envelope,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Worker,
-)
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import delete_queues, unique
-from tests.support import start, wait_for
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import delete_queues
+from tests.integration.broker import unique
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -22,20 +22,19 @@ from typing import ClassVar
 import pika
 import pytest
 
-from queuey_core import (
-    EnqueueUnknownError,
-    Job,
-    NotEnqueuedError,
-    Producer,
-    PublishFailure,
-    QueueConfig,
-    QueueSet,
-    job_id_for,
-)
+from queuey_core import EnqueueUnknownError
+from queuey_core import Job
+from queuey_core import NotEnqueuedError
+from queuey_core import Producer
+from queuey_core import PublishFailure
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration import own_node as own_node_module
 from tests.integration.own_node import OwnNode
-from tests.support import counts_line, wait_for
+from tests.support import counts_line
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

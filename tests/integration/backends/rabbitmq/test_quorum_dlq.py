@@ -7,11 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core import QueueConfig, QueueKind
+from queuey_core import QueueConfig
+from queuey_core import QueueKind
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, list_json, unique
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import list_json
+from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
 

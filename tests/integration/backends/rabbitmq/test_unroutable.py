@@ -24,8 +24,11 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import DeadLetter, Envelope, QueueConfig
-from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
+from queuey_core import DeadLetter
+from queuey_core import Envelope
+from queuey_core import QueueConfig
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq import topology
 from tests import harness
 from tests.conftest import require_broker
 from tests.integration.broker import rabbitmqctl

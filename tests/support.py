@@ -11,12 +11,15 @@ from typing import Protocol
 from typing import TypeVar
 
 from queuey_core import Backoff
+from queuey_core import Deferred
+from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import ManualClock
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
+from queuey_core import Retryable
 from queuey_core import RetryPolicy
 from queuey_core import Worker
 from queuey_core import WorkerHandle
@@ -120,6 +123,18 @@ class Recorder:
                 raise
 
         return Handler(job_type, checked)
+
+
+def act_out(name: str, ctx: JobContext, *, defer: float = 30) -> None:
+    """Raise the outcome a job's name asks for: ``flaky`` fails its first attempt
+    (Retryable), ``doomed`` is fatal, ``snooze`` is deferred once by ``defer`` seconds;
+    any other name succeeds."""
+    if name == "flaky" and ctx.attempt == 1:
+        raise Retryable("flaky failure")
+    if name == "doomed":
+        raise Fatal("cannot ever work")
+    if name == "snooze" and ctx.deferrals == 0:
+        raise Deferred(defer, "rate limited")
 
 
 def noop(job_type: type[J]) -> Handler[J]:

@@ -22,6 +22,7 @@ from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core import UnroutableError
 from queuey_core import Worker
+from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import GAMMA
 from tests.support import Greet
@@ -182,12 +183,9 @@ def test_a_requeued_dead_letter_starts_again_at_attempt_one(
 
 
 def test_every_job_event_is_logged_with_the_job_identity(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    mem: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = Recorder()
 
     def handle(job: Greet, ctx: JobContext) -> None:

@@ -37,18 +37,6 @@ def runner() -> CliRunner:
 
 
 @pytest.fixture
-def write_config(tmp_path: Path) -> Callable[[str], Path]:
-    """Write a queuey.toml with the given text and return its path."""
-
-    def write(text: str) -> Path:
-        path = tmp_path / "queuey.toml"
-        path.write_text(text)
-        return path
-
-    return write
-
-
-@pytest.fixture
 def offline(write_config: Callable[[str], Path]) -> Path:
     """A valid config whose broker cannot be reached: anything that connects fails."""
     return write_config(BASE.format(url=UNREACHABLE))

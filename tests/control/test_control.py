@@ -14,15 +14,12 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import Deferred
-from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import JobContext
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import Producer
 from queuey_core import QueueSet
-from queuey_core import Retryable
 from queuey_core import Worker
 from queuey_core.control import VERSION
 from queuey_core.control import Command
@@ -36,11 +33,13 @@ from queuey_core.control import shutdown_workers
 from queuey_core.control import worker_statuses
 from queuey_core.errors import BackendError
 from queuey_core.errors import DecodeError
+from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import BETA
 from tests.support import Greet
 from tests.support import Orphan
 from tests.support import Ping
+from tests.support import act_out
 from tests.support import noop
 from tests.support import start
 from tests.support import wait_for
@@ -100,12 +99,7 @@ def mixed_outcomes(clock: ManualClock) -> Callable[[Greet, JobContext], None]:
 
     def greet(job: Greet, ctx: JobContext) -> None:
         clock.sleep(1)
-        if job.name == "flaky" and ctx.attempt == 1:
-            raise Retryable("flaky failure")
-        if job.name == "doomed":
-            raise Fatal("cannot ever work")
-        if job.name == "snooze" and ctx.deferrals == 0:
-            raise Deferred(30, "rate limited")
+        act_out(job.name, ctx)
 
     return greet
 
@@ -340,13 +334,9 @@ def test_a_worker_without_control_does_not_answer(
     ],
 )
 def test_a_hostile_control_message_is_logged_and_ignored(
-    body: bytes,
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    body: bytes, mem: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend, producer, queues, clock = mem
     running = start(Worker(backend, queues, [noop(Greet)], consume=[ALPHA], clock=clock), clock)
     try:
         _wait_serving(backend, 1)

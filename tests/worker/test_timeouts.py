@@ -19,6 +19,7 @@ from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core import RetryPolicy
 from queuey_core import Worker
+from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import Greet
 from tests.support import Recorder
@@ -29,12 +30,9 @@ MakeRecorder = Callable[[], Recorder]
 
 
 def test_a_timed_out_job_is_interrupted_and_sees_its_cancellation_flag(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    recorder: MakeRecorder,
+    mem: Memory, recorder: MakeRecorder
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = recorder()
     contexts: list[JobContext] = []
     cleaned_up = threading.Event()
@@ -65,12 +63,9 @@ def test_a_timed_out_job_is_interrupted_and_sees_its_cancellation_flag(
 
 
 def test_a_stuck_job_keeps_its_slot_until_its_thread_really_returns(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    recorder: MakeRecorder,
+    mem: Memory, recorder: MakeRecorder
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = recorder()
     release = threading.Event()
     contexts: list[JobContext] = []

@@ -29,6 +29,7 @@ from queuey_core import QueueSet
 from queuey_core import Retryable
 from queuey_core import Worker
 from tests.harness import Inspectable
+from tests.harness import PassingDelivery
 from tests.harness import WorkerEnv
 from tests.harness import Wrapping
 from tests.support import ALPHA
@@ -73,26 +74,8 @@ class Unsettleable(Wrapping):
         return NeverSettles(delivery)
 
 
-class NeverSettles:
+class NeverSettles(PassingDelivery):
     """Every settle fails; the inner delivery is left unsettled."""
-
-    def __init__(self, inner: Delivery) -> None:
-        self.inner = inner
-
-    @property
-    def envelope(self) -> Envelope:
-        return self.inner.envelope
-
-    @property
-    def queue(self) -> str:
-        return self.inner.queue
-
-    @property
-    def redelivered(self) -> bool:
-        return self.inner.redelivered
-
-    def is_stale(self) -> bool:
-        return self.inner.is_stale()
 
     def ack(self) -> None:
         raise BackendError("channel is gone")

@@ -62,7 +62,7 @@ class FakeConnection(pika_fakes.FakeConnection):
         self.written.extend(frames)
 
 
-class Publisher(PublisherLink):
+class Publisher(pika_fakes.HeldTimers, PublisherLink):
     """The link, its timers kept for the test to fire."""
 
     def __init__(self) -> None:
@@ -75,14 +75,6 @@ class Publisher(PublisherLink):
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.fake = FakeConnection()
         self._conn = self.fake
-
-    def later(self, delay: float, fn: Callable[[], None]) -> None:
-        self.timers.append((delay, fn))
-
-    def fire(self) -> None:
-        timers, self.timers = self.timers, []
-        for _, fn in timers:
-            fn()
 
 
 def a_pub() -> Pub:

@@ -41,9 +41,9 @@ def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def channel() -> Iterator[Any]:
+def channel(url: str = AMQP_URL) -> Iterator[Any]:
     """A raw pika channel, for what queuey would not do."""
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
         yield conn.channel()
     finally:
@@ -65,3 +65,22 @@ def delete_queues(*names: str) -> None:
         for name in names:
             ch.queue_delete(name)
             ch.queue_delete(f"{name}.dlq")
+
+
+def take_job_ids(queue: str, url: str = AMQP_URL) -> list[uuid.UUID]:
+    """Take every message off ``queue``: their job ids, duplicates included."""
+    ids: list[uuid.UUID] = []
+    with channel(url) as ch:
+        left = int(ch.queue_declare(queue, passive=True).method.message_count)
+        if left == 0:
+            return ids
+        ch.basic_qos(prefetch_count=1000)
+        for method, props, _ in ch.consume(queue, auto_ack=True, inactivity_timeout=2):
+            if method is None:
+                break
+            ids.append(uuid.UUID(props.message_id))
+            left -= 1
+            if left == 0:
+                break
+        ch.cancel()
+    return ids

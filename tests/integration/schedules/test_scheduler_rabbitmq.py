@@ -7,10 +7,7 @@ Everything runs in the virtual host of ``QUEUEY_TEST_AMQP_URL``.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -38,6 +35,8 @@ from tests.integration.broker import unique
 from tests.integration.observability.test_observability import check
 from tests.integration.observability.test_observability import sample
 from tests.integration.observability.test_observability import scrape
+from tests.integration.processes import JsonLogProcess
+from tests.integration.processes import module_command
 
 pytestmark = pytest.mark.integration
 
@@ -157,39 +156,14 @@ every = "1s"
 """
 
 
-class Proc:
+class Proc(JsonLogProcess):
     """``queuey ...`` as a subprocess, its JSON logs read as they come."""
 
     def __init__(self, config: Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "queuey_cli",
-                "--config",
-                str(config),
-                "--log-format",
-                "json",
-                *args,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.events: list[tuple[float, dict[str, Any]]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if line.startswith("{"):
-                with self._lock:
-                    self.events.append((time.monotonic(), json.loads(line)))
+        super().__init__(module_command(config, *args))
 
     def seen(self, message: str) -> list[tuple[float, dict[str, Any]]]:
-        with self._lock:
-            return [(t, e) for t, e in self.events if message in e["message"]]
+        return [(t, e) for t, e in self.timed() if message in e["message"]]
 
     def fired(self) -> list[int]:
         return [int(e["tick"]) for _, e in self.seen(f"schedule {SCHEDULE} fired")]

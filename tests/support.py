@@ -164,25 +164,32 @@ class _Waits(Protocol):
     def wait_for(self, cond: Callable[[], bool], timeout: float = ...) -> None: ...
 
 
-class Running:
+class OnThread:
+    """``run()`` on a daemon thread of its own; what it raised is kept in ``error``."""
+
+    def __init__(self, run: Callable[[], object], name: str) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(run,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, run: Callable[[], object]) -> None:
+        try:
+            run()
+        except BaseException as exc:
+            self.error = exc
+
+
+class Running(OnThread):
     """A worker running on its own thread, like the seed's spawned task."""
 
     def __init__(self, worker: Worker, time: ManualClock | _Waits | None) -> None:
         self.worker = worker
         self.handle: WorkerHandle = worker.handle
         self._time = time
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.worker.run()
-        except BaseException as exc:
-            self.error = exc
+        super().__init__(worker.run, "test-worker")
 
     def is_finished(self) -> bool:
-        return not self._thread.is_alive()
+        return not self.thread.is_alive()
 
     def join(self) -> BaseException | None:
         """Wait for run() to return (advancing the clock), and return what it raised."""

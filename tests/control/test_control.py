@@ -104,6 +104,12 @@ def mixed_outcomes(clock: ManualClock) -> Callable[[Greet, JobContext], None]:
     return greet
 
 
+def enqueue_each_outcome(producer: Producer) -> None:
+    """One job of each name ``mixed_outcomes`` knows: ok, flaky, doomed, snooze."""
+    for name in ("ok", "flaky", "doomed", "snooze"):
+        producer.enqueue(Greet(name=name))
+
+
 def test_a_worker_reports_its_identity_queues_and_outcome_counts(
     backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
 ) -> None:
@@ -111,17 +117,10 @@ def test_a_worker_reports_its_identity_queues_and_outcome_counts(
     worker = Worker(
         backend, queues, [noop(Ping), Handler(Greet, greet)], consume=[ALPHA, BETA], clock=clock
     )
-    for name in ("ok", "flaky", "doomed", "snooze"):
-        producer.enqueue(Greet(name=name))
+    enqueue_each_outcome(producer)
     producer.enqueue(Ping(seq=1))
     producer.enqueue(Orphan(id=1))
-    running = start(worker, clock)
-    try:
-        _wait_serving(backend, 1)
-        wait_for(lambda: _status(backend).succeeded == 4, clock)
-        status = _status(backend)
-    finally:
-        running.stop()
+    status = _status_after(worker, backend, clock, succeeded=4)
 
     assert (status.host, status.pid) == (socket.gethostname(), os.getpid())
     assert status.id.startswith(f"{status.host}:{status.pid}:")
@@ -154,16 +153,9 @@ def test_job_counts_given_as_a_hook_count_as_the_workers_own(
         clock=clock,
         hooks=[counts],
     )
-    for name in ("ok", "flaky", "doomed", "snooze"):
-        producer.enqueue(Greet(name=name))
+    enqueue_each_outcome(producer)
     producer.enqueue(Orphan(id=1))
-    running = start(worker, clock)
-    try:
-        _wait_serving(backend, 1)
-        wait_for(lambda: _status(backend).succeeded == 3, clock)
-        status = _status(backend)
-    finally:
-        running.stop()
+    status = _status_after(worker, backend, clock, succeeded=3)
 
     mine = (counts.succeeded, counts.failed, counts.retried, counts.deferred)
     assert mine == (status.succeeded, status.failed, status.retried, status.deferred)
@@ -392,6 +384,19 @@ def _status(backend: MemoryBackend) -> WorkerStatus:
     found = worker_statuses(backend, timeout=0)
     assert len(found) == 1, found
     return found[0]
+
+
+def _status_after(
+    worker: Worker, backend: MemoryBackend, clock: ManualClock, *, succeeded: int
+) -> WorkerStatus:
+    """Run the worker until it has run ``succeeded`` jobs: its status then."""
+    running = start(worker, clock)
+    try:
+        _wait_serving(backend, 1)
+        wait_for(lambda: _status(backend).succeeded == succeeded, clock)
+        return _status(backend)
+    finally:
+        running.stop()
 
 
 def _wait_serving(backend: MemoryBackend, workers: int) -> None:

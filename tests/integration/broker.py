@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pika
 
+from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.harness import VHOST
 
@@ -84,3 +85,32 @@ def take_job_ids(queue: str, url: str = AMQP_URL) -> list[uuid.UUID]:
                 break
         ch.cancel()
     return ids
+
+
+def add_vhost(name: str) -> None:
+    """Make virtual host ``name`` (if it is not there) and let guest do anything in it."""
+    rabbitmqctl("add_vhost", name)
+    rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+
+
+@contextmanager
+def own_vhost(name: str) -> Iterator[str]:
+    """A virtual host of the test's own (the broker must answer), deleted afterwards."""
+    require_broker()
+    add_vhost(name)
+    try:
+        yield name
+    finally:
+        rabbitmqctl("delete_vhost", name)
+
+
+@contextmanager
+def scratch_queue(prefix: str) -> Iterator[str]:
+    """A queue name of the test's own (the broker must answer); the queue and its
+    dead-letter queue are deleted afterwards."""
+    require_broker()
+    name = unique(prefix)
+    try:
+        yield name
+    finally:
+        delete_queues(name)

@@ -22,8 +22,7 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
-from tests.conftest import require_broker
-from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import own_vhost
 from tests.integration.processes import JsonLogProcess
 from tests.integration.processes import module_command
 
@@ -57,11 +56,8 @@ prefetch = 4
 
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    require_broker()
-    rabbitmqctl("add_vhost", VHOST)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    yield VHOST
-    rabbitmqctl("delete_vhost", VHOST)
+    with own_vhost(VHOST) as name:
+        yield name
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ from queuey_core.control import Selection
 from queuey_core.control import worker_statuses
 from queuey_core.handlers import discover
 from tests import harness
-from tests.conftest import require_broker
+from tests.integration.broker import own_vhost
 from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
@@ -56,11 +56,8 @@ IDLE = "ctl.idle"
 
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    require_broker()
-    rabbitmqctl("add_vhost", VHOST)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    yield VHOST
-    rabbitmqctl("delete_vhost", VHOST)
+    with own_vhost(VHOST) as name:
+        yield name
 
 
 @pytest.fixture

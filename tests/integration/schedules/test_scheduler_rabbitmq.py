@@ -31,6 +31,7 @@ from tests.harness import AMQP_URL
 from tests.harness import VHOST
 from tests.integration.broker import channel
 from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import scratch_queue
 from tests.integration.broker import unique
 from tests.integration.observability.test_observability import check
 from tests.integration.observability.test_observability import sample
@@ -67,10 +68,8 @@ def close_connection_of(candidate: str) -> None:
 
 @pytest.fixture
 def leader_queue() -> Iterator[str]:
-    require_broker()
-    name = unique("it.sched.leader")
-    yield name
-    delete(name)
+    with scratch_queue("it.sched.leader") as name:
+        yield name
 
 
 def test_the_token_moves_to_the_waiting_candidate_when_the_leaders_connection_dies(

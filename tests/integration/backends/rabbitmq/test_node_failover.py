@@ -26,7 +26,7 @@ from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.harness import VHOST
 from tests.integration.broker import delete_queues
-from tests.integration.broker import unique
+from tests.integration.broker import scratch_queue
 from tests.support import start
 from tests.support import wait_for
 
@@ -38,10 +38,8 @@ DOWN = f"amqp://guest:n0tsecret@127.0.0.1:1/{AMQP_URL.rsplit('/', 1)[1]}"
 
 @pytest.fixture
 def queue() -> Iterator[str]:
-    require_broker()
-    name = unique("it.failover")
-    yield name
-    delete_queues(name)
+    with scratch_queue("it.failover") as name:
+        yield name
 
 
 def test_a_backend_whose_first_node_is_down_works_through_the_next(queue: str) -> None:

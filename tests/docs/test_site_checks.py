@@ -12,7 +12,8 @@ import importlib.util
 import logging
 import textwrap
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
+from types import SimpleNamespace
 from typing import Any
 
 import griffe

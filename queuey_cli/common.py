@@ -12,8 +12,8 @@ import typer
 
 from queuey_cli.output import Exit, error
 from queuey_core import ConfigError, QueueSet, QueueyError
+from queuey_core.backends.open import open_backend
 from queuey_core.handlers import Discovered, check_queues, discover
-from queuey_core.process.setup import backend_for
 from queuey_core.settings import Settings, find_config, load_settings
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
@@ -78,5 +78,5 @@ def usage(message: str) -> typer.Exit:
 
 
 def backend(settings: Settings) -> Any:
-    """A RabbitMQ backend for ``settings`` (pika is imported only now)."""
-    return backend_for(settings)
+    """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
+    return open_backend(settings.broker)

@@ -17,7 +17,13 @@ import typer
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, err, listing, print_json, say
 from queuey_core import DeadLetter
-from queuey_core.backends.base import AnyDeadLetter, UndecodableDeadLetter
+from queuey_core.backends.capabilities import (
+    AnyDeadLetter,
+    DeadLetterTools,
+    Inspectable,
+    UndecodableDeadLetter,
+    require,
+)
 from queuey_core.logs import escape_controls
 
 app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
@@ -54,8 +60,9 @@ def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list
     names = _names(ctx, queue)
     broker = backend(state(ctx).settings())
     try:
+        require(broker, DeadLetterTools, f"`{ctx.command_path}`")
         wanted = [n for n in names if n != UNROUTABLE]
-        inspection = broker.inspect(wanted)
+        inspection = require(broker, Inspectable, f"`{ctx.command_path}`").inspect(wanted)
         seen = inspection.queues
         there = [n for n in wanted if (c := seen[n]) is not None and c.dead_letters is not None]
         missing = [n for n in wanted if n not in there]
@@ -228,7 +235,7 @@ def requeue(
     if all_:
         for name in names:
             moved += broker.requeue_dead_letters(name)
-        left = broker.unroutable_count() if UNROUTABLE in names else 0
+        left = broker.inspect([]).unroutable if UNROUTABLE in names else 0
         broker.close()
         say(f"requeued {moved}")
         if left:

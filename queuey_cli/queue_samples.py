@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from queuey_cli.output import Column
-from queuey_core.backends.base import Inspectable, Inspection
+from queuey_core.backends.capabilities import Inspectable, Inspection
 from queuey_core.settings import Settings
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from queuey_cli.queue_samples import (
     take,
     unroutable_note,
 )
+from queuey_core.backends.capabilities import Inspectable, require
 from queuey_core.settings import duration
 
 
@@ -56,14 +57,15 @@ def queues(
     settings = state(ctx).settings()
     names = list(settings.queue_set())
     broker = backend(settings)
+    counted = require(broker, Inspectable, "`queuey queues`")
     if watch:
         # Here, not at the top: a listing without --watch does not load Rich.
         from queuey_cli.watch import watch_queues  # noqa: PLC0415
 
-        watch_queues(broker, lambda: take(broker, settings, names), seconds)
+        watch_queues(broker, lambda: take(counted, settings, names), seconds)
         return
     try:
-        sample = take(broker, settings, names)
+        sample = take(counted, settings, names)
     finally:
         broker.close()
     found = records(sample)

@@ -16,6 +16,7 @@ import typer
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, error, listing, out, print_json
 from queuey_core import QueueSet, Schedule
+from queuey_core.backends.capabilities import SupportsSchedules, require
 from queuey_core.process.scheduler import load_schedules, run_scheduler
 from queuey_core.producer import Producer
 from queuey_core.schedules import Cron
@@ -95,15 +96,15 @@ def schedules(
         else:
             out.print("no schedules configured (schedules.NAME tables)", highlight=False)
         return
-    from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
-
-    store = RabbitScheduleState(
-        settings.broker.urls(), connect_timeout=settings.broker.connect_timeout
-    )
+    broker = backend(settings)
     try:
-        last = store.last_fired([s.name for s in configured])
+        store = require(broker, SupportsSchedules, "`queuey schedules`").schedule_state()
+        try:
+            last = store.last_fired([s.name for s in configured])
+        finally:
+            store.close()
     finally:
-        store.close()
+        broker.close()
     now = int(time.time() * 1000)
     rows: list[dict[str, Any]] = []
     for s in configured:

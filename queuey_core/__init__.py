@@ -5,14 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuey_core._lazy import lazy_exports
-from queuey_core.backends.base import (
-    Backend,
-    ConsumerEnded,
-    DeadLetter,
-    Delivery,
-    Subscription,
-    UndecodableDeadLetter,
-)
+from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
+from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
 from queuey_core.clock import Clock, ManualClock, SystemClock
 from queuey_core.context import JobContext
 from queuey_core.envelope import Envelope
@@ -28,6 +22,7 @@ from queuey_core.errors import (
     InvalidPriorityError,
     JobError,
     JobTimeout,
+    MissingCapabilityError,
     NotEnqueuedError,
     PublishFailure,
     QueueyError,
@@ -92,6 +87,7 @@ __all__ = [
     "JobTimeout",
     "ManualClock",
     "MemoryBackend",
+    "MissingCapabilityError",
     "NotEnqueuedError",
     "Producer",
     "PublishFailure",

@@ -15,6 +15,9 @@
     │   ├── EnqueueUnknownError       a publish that may or may not be on the broker (no
     │   │                             confirm in time, connection lost): a retry may duplicate
     │   └── ConsumerStoppedError      a consumer ended without being asked to
+    └── MissingCapabilityError        the backend cannot do what was asked (dead-letter
+                                      tools, inspection, control, schedules: see
+                                      queuey_core.backends.capabilities)
 
     JobError                          control-flow signals a handler raises (not failures
     ├── Retryable                     of queuey): transient failure, consult the retry policy
@@ -179,6 +182,14 @@ class ConsumerStoppedError(BackendError):
     def __init__(self, queue: str, detail: str = "") -> None:
         self.queue = queue
         super().__init__(f"consumer of queue {queue!r} stopped" + (f": {detail}" if detail else ""))
+
+
+class MissingCapabilityError(QueueyError):
+    """The backend in use lacks a capability a command or feature needs.
+
+    Raised by :func:`queuey_core.backends.capabilities.require`, with one line naming
+    the backend, what it cannot do, and what needed it.
+    """
 
 
 class JobError(Exception):

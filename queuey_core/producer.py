@@ -29,7 +29,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from queuey_core.backends.base import Backend, PublishesEncoded
+from queuey_core.backends.base import Backend
+from queuey_core.backends.capabilities import PublishesEncoded
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import (
     EncodedEnvelope,

@@ -13,26 +13,30 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import NamedTuple
 from typing import Protocol
 
 import pika
 
-from queuey_core import (
-    Backend,
-    Clock,
-    ConsumerEnded,
-    DeadLetter,
-    Delivery,
-    Envelope,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    SystemClock,
-)
-from queuey_core.backends.base import AnyDeadLetter, Sink, Subscription
+from queuey_core import Backend
+from queuey_core import Clock
+from queuey_core import ConsumerEnded
+from queuey_core import DeadLetter
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import SystemClock
+from queuey_core.backends.base import Sink
+from queuey_core.backends.base import Subscription
+from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.support import seed_queues
 
@@ -53,7 +57,17 @@ def broker_reachable(host: str = BROKER_HOST, port: int = BROKER_PORT) -> bool:
         return False
 
 
-class Inspectable(Backend, Protocol):
+class Memory(NamedTuple):
+    """The in-memory world of a unit test, from the fixtures of the same names: one
+    fixture (``mem``) for the tests that want all four, unpacked on their first line."""
+
+    backend: MemoryBackend
+    producer: Producer
+    queues: QueueSet
+    clock: ManualClock
+
+
+class Inspectable(Backend, DeadLetterTools, Protocol):
     """What the seed's tests ask of a backend besides the Backend protocol."""
 
     def acked(self, queue: str) -> list[Envelope]: ...
@@ -93,19 +107,23 @@ class Wrapping:
         return self.inner.consume(queue, wrapped)
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        return self.inner.list_dead_letters(queue, limit=limit)
+        return self._tools.list_dead_letters(queue, limit=limit)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        return self.inner.requeue_dead_letters(queue, job_ids)
+        return self._tools.requeue_dead_letters(queue, job_ids)
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        return self.inner.delete_dead_letters(queue, handles)
+        return self._tools.delete_dead_letters(queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
-        return self.inner.purge_dead_letters(queue)
+        return self._tools.purge_dead_letters(queue)
 
     def close(self) -> None:
         self.inner.close()
+
+    @property
+    def _tools(self) -> DeadLetterTools:
+        return require(self.inner, DeadLetterTools, "a wrapped backend's dead-letter tools")
 
 
 class RecordingRabbit(Wrapping):
@@ -157,40 +175,56 @@ class RecordingRabbit(Wrapping):
         return self.rabbit.is_closed()
 
 
-class _Recorded:
-    def __init__(self, owner: RecordingRabbit, inner: Delivery) -> None:
-        self._owner = owner
-        self._inner = inner
+class PassingDelivery:
+    """A delivery that passes everything to ``inner``: subclasses change what they test."""
+
+    def __init__(self, inner: Delivery) -> None:
+        self.inner = inner
 
     @property
     def envelope(self) -> Envelope:
-        return self._inner.envelope
+        return self.inner.envelope
 
     @property
     def queue(self) -> str:
-        return self._inner.queue
+        return self.inner.queue
 
     @property
     def redelivered(self) -> bool:
-        return self._inner.redelivered
+        return self.inner.redelivered
 
     def is_stale(self) -> bool:
-        return self._inner.is_stale()
+        return self.inner.is_stale()
 
     def ack(self) -> None:
-        self._inner.ack()
-        self._owner.record(self._inner.envelope)
+        self.inner.ack()
 
     def dead_letter(self, reason: str) -> None:
-        self._inner.dead_letter(reason)
+        self.inner.dead_letter(reason)
 
     def retry(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.retry(next_envelope, delay)
-        self._owner.record(self._inner.envelope)
+        self.inner.retry(next_envelope, delay)
 
     def defer(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.defer(next_envelope, delay)
-        self._owner.record(self._inner.envelope)
+        self.inner.defer(next_envelope, delay)
+
+
+class _Recorded(PassingDelivery):
+    def __init__(self, owner: RecordingRabbit, inner: Delivery) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    def ack(self) -> None:
+        super().ack()
+        self._owner.record(self.inner.envelope)
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        super().retry(next_envelope, delay)
+        self._owner.record(self.inner.envelope)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        super().defer(next_envelope, delay)
+        self._owner.record(self.inner.envelope)
 
 
 class WorkerEnv:

@@ -1,4 +1,9 @@
-"""The seam between the worker and a broker: what a backend and a delivery can do.
+"""The seam between the worker and a broker: what every backend and delivery must do.
+
+Publishing, consuming and settling: :class:`Backend`, :class:`Delivery`,
+:class:`Subscription`, :class:`Sink` and :class:`ConsumerEnded`, nothing more. What only
+some backends can do (dead-letter tools, inspection, control, schedules, early acks) is
+a capability declared beside it, in :mod:`queuey_core.backends.capabilities`.
 
 A backend never knows handlers or job models: it moves :class:`Envelope` values. It
 trusts nothing a message says about where it belongs: a delivery is settled on the
@@ -9,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol
 
-from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError
 from queuey_core.queues import QueueConfig
 
@@ -94,75 +99,11 @@ class Subscription(Protocol):
         """Cancel, and give every unsettled delivery back to the broker."""
 
 
-class DeadLetter(NamedTuple):
-    """A dead-lettered envelope with why and when (ms since the epoch) it died.
-
-    ``reason`` is "unknown" and ``dead_at`` None when the message carries no readable
-    header for them. ``handle`` reaches it in :meth:`Backend.delete_dead_letters`: its
-    job id.
-    """
-
-    envelope: Envelope
-    reason: str
-    dead_at: int | None
-    handle: str
-
-
-class UndecodableDeadLetter(NamedTuple):
-    """A message of a dead-letter queue that is not a queuey envelope.
-
-    It can be listed and deleted, never requeued (it would be refused again).
-    ``preview`` is the start of its body, escaped to printable ASCII; ``error`` says why
-    it is not an envelope. ``handle`` is its message id when it has a printable one,
-    else ``#N``, its position in the dead-letter queue (1 for the oldest) when listed.
-    """
-
-    preview: str
-    error: str
-    reason: str
-    dead_at: int | None
-    handle: str
-
-
-#: Anything a dead-letter queue holds.
-AnyDeadLetter = DeadLetter | UndecodableDeadLetter
-
-
-class QueueCounts(NamedTuple):
-    """What a declared queue holds, as the broker reports it.
-
-    ``dead_letters`` is None when the queue's dead-letter queue does not exist.
-    """
-
-    ready: int
-    consumers: int
-    dead_letters: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Inspection:
-    """One look at some queues: their counts, None for a queue not declared yet.
-
-    ``held`` is what the delay ladder holds for every queue together, or None when the
-    ladder is not declared yet (nothing was ever enqueued with a delay or retried).
-    ``unroutable`` is what ``queuey.unroutable`` holds: delayed messages whose queue did
-    not exist at the end of the ladder (always 0 on a backend without a ladder).
-    """
-
-    queues: dict[str, QueueCounts | None]
-    held: int | None
-    unroutable: int = 0
-
-
-class Inspectable(Protocol):
-    """A backend that can count what its queues hold (``queuey queues``, ``dlq list``)."""
-
-    def inspect(self, names: Sequence[str]) -> Inspection:
-        """Counts of ``names``; a queue that does not exist is None, never an error."""
-
-
 class Backend(Protocol):
-    """What the producer and the worker need from a broker."""
+    """What the producer and the worker need from a broker: the whole seam.
+
+    See ``docs/backends.md`` for adding one, and the contract tests it must pass.
+    """
 
     def declare(self, queues: Sequence[QueueConfig]) -> None:
         """Create the queues (and their dead-letter queues); idempotent.
@@ -191,110 +132,5 @@ class Backend(Protocol):
     def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
         """Start pushing deliveries of ``queue`` to ``sink``, at most ``prefetch`` unsettled."""
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """Every dead letter of ``queue``, undecodable ones too, oldest first.
-
-        Nothing is removed or reordered.
-        """
-
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many.
-
-        Undecodable ones are never requeued: they stay where they are.
-        """
-
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """Delete the dead letters of ``queue`` with those handles; how many.
-
-        The others stay, in order. A position handle (``#N``) means the position at the
-        time of the call.
-        """
-
-    def purge_dead_letters(self, queue: str) -> int:
-        """Delete every dead letter of ``queue``; how many."""
-
     def close(self) -> None:
         """Release connections; consumers end with :class:`ConsumerEnded`."""
-
-
-#: Answers one control request (its body, as sent) with the body of the reply, or None
-#: for no reply. Called on the backend's thread: it must be quick and never raise.
-ControlHandler = Callable[[bytes], bytes | None]
-
-
-class ControlServer(Protocol):
-    """A worker's end of the control channel, started by :meth:`SupportsControl.serve_control`."""
-
-    def close(self) -> None:
-        """Stop answering; idempotent."""
-
-
-@runtime_checkable
-class SupportsControl(Protocol):
-    """An optional capability: a broadcast channel to every live worker.
-
-    :mod:`queuey_core.control` owns what travels on it (small versioned JSON
-    documents); a backend only moves the bytes, as it moves envelopes. A worker answers
-    through :meth:`serve_control`; ``queuey workers`` asks through
-    :meth:`broadcast_control`. ``RabbitMQBackend`` uses a fanout exchange and RabbitMQ's
-    direct reply-to, ``MemoryBackend`` calls the handlers in the caller's thread. A
-    backend without it simply has no live-worker commands.
-    """
-
-    def serve_control(self, handler: ControlHandler) -> ControlServer:
-        """Start answering broadcast requests with ``handler``, without waiting for the
-        broker: the worker never waits on (or breaks because of) its control channel."""
-
-    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
-        """Send ``request`` to every worker serving, and return the replies that came
-        within ``timeout`` seconds (none is not an error)."""
-
-
-def printable(text: str, limit: int) -> str:
-    """``text`` as printable ASCII of at most ``limit`` characters, for headers and listings.
-
-    Anything else is escaped (``\\xNN``, ``\\uNNNN``), so the result encodes anywhere;
-    a longer text is cut, and says so.
-    """
-    escaped = text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROLS)
-    if len(escaped) <= limit:
-        return escaped
-    return escaped[: max(0, limit - 3)] + "..."
-
-
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
-
-
-def preview(body: bytes, limit: int = 120) -> str:
-    """The start of a message body that is not an envelope, as printable ASCII."""
-    head = bytes(body[: limit * 4]).decode("utf-8", "backslashreplace")
-    suffix = f" ({len(body)} bytes)" if len(body) > limit else ""
-    return printable(head, limit) + suffix
-
-
-def message_handle(message_id: object) -> str | None:
-    """A message id usable as a dead letter's handle, or None: printable ASCII, short.
-
-    ``#`` starts position handles, so an id starting with it is not used either.
-    """
-    if (
-        isinstance(message_id, str)
-        and 0 < len(message_id) <= 255
-        and message_id.isascii()
-        and message_id.isprintable()
-        and not message_id.startswith("#")
-    ):
-        return message_id
-    return None
-
-
-@runtime_checkable
-class PublishesEncoded(Protocol):
-    """A backend that takes first attempts already encoded (``enqueue_many``'s hot path).
-
-    Optional: ``Producer.enqueue_many`` uses it when the backend has it, and hands
-    :meth:`Backend.publish_many` envelopes otherwise.
-    """
-
-    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
-        """Like :meth:`Backend.publish_many`, for envelopes already encoded."""

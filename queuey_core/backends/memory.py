@@ -23,19 +23,19 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from queuey_core.backends.base import (
+from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.capabilities import (
     AnyDeadLetter,
-    ConsumerEnded,
     ControlHandler,
     ControlServer,
     DeadLetter,
+    DeadLetterTools,
+    Inspectable,
     Inspection,
+    PublishesEncoded,
     QueueCounts,
-    Sink,
+    SupportsControl,
     UndecodableDeadLetter,
-    message_handle,
-    preview,
-    printable,
 )
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.clock import Clock, SystemClock
@@ -49,6 +49,7 @@ from queuey_core.errors import (
 )
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
+from queuey_core.text import ascii_printable, body_preview, message_handle
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class _Queue:
         return min(message.priority, self.config.max_priority)
 
 
-class MemoryBackend:
+class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
@@ -162,13 +163,13 @@ class MemoryBackend:
             self._push(q, _Raw(bytes(body), message_id), next(self._seq))
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`Backend.list_dead_letters`."""
+        """See :meth:`DeadLetterTools.list_dead_letters`."""
         with self._lock:
             dead = _with_positions(self._queue(queue).dead)
         return dead if limit is None else dead[:limit]
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: undecodable ones stay."""
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
         wanted = None if job_ids is None else set(job_ids)
         with self._lock:
             self._check_open()
@@ -187,7 +188,7 @@ class MemoryBackend:
             return moved
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`Backend.delete_dead_letters`."""
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
         wanted = set(handles)
         with self._lock:
             self._check_open()
@@ -201,7 +202,7 @@ class MemoryBackend:
             return deleted
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`Backend.purge_dead_letters`."""
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
         with self._lock:
             q = self._queue(queue)
             purged = len(q.dead)
@@ -360,9 +361,11 @@ class MemoryBackend:
                 "undecodable message dead-lettered: %s", exc, extra={"queue": q.config.name}
             )
             handle = message_handle(message_id) or ""
-            reason = printable(f"{exc}", 2000)
+            reason = ascii_printable(f"{exc}", 2000)
             now = self._clock.wall_ms()
-            q.dead.append(UndecodableDeadLetter(preview(raw.body), str(exc), reason, now, handle))
+            q.dead.append(
+                UndecodableDeadLetter(body_preview(raw.body), str(exc), reason, now, handle)
+            )
             return None
 
     def _settle(

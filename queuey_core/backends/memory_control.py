@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from queuey_core.backends.base import ControlHandler
+from queuey_core.backends.capabilities import ControlHandler
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from queuey_core.backends.base import SupportsControl
+from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.control.documents import (
     VERSION,
     Command,

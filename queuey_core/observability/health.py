@@ -14,10 +14,10 @@ from __future__ import annotations
 import enum
 import json
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
+from queuey_core.backends.capabilities import ConnectionReporting, LinkStatusLike
 from queuey_core.worker.hooks import WorkerHooks
 
 if TYPE_CHECKING:
@@ -31,30 +31,6 @@ class WorkerState(enum.StrEnum):
     CONSUMING = "consuming"
     DRAINING = "draining"
     STOPPED = "stopped"
-
-
-class LinkStatusLike(Protocol):
-    """One broker connection, as a backend reports it."""
-
-    @property
-    def state(self) -> str:
-        """``"connecting"``, ``"open"``, ``"reconnecting"``, ``"dead"`` or ``"closed"``."""
-
-    @property
-    def reconnects(self) -> int:
-        """Connections regained after a loss."""
-
-    @property
-    def thread_alive(self) -> bool:
-        """Whether the connection's I/O thread runs."""
-
-
-@runtime_checkable
-class ConnectionReporting(Protocol):
-    """A backend that tells how its connections are (RabbitMQBackend does)."""
-
-    def connection_status(self) -> Mapping[str, LinkStatusLike]:
-        """Each connection by role (``"consumer"``, ``"publisher"``), without blocking."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from queuey_core.backends.capabilities import SupportsSchedules, require
 from queuey_core.errors import ConfigError, QueueyError
 from queuey_core.process.exits import Exit
 from queuey_core.process.setup import backend_for, plugin_handlers
@@ -55,25 +56,17 @@ def make_scheduler(
     broker: Any,
     metrics: SchedulerMetrics | None = None,
 ) -> Scheduler:
-    """A scheduler electing through RabbitMQ and keeping its ticks there (pika now),
+    """A scheduler electing through the broker and keeping its ticks there,
     counting its firings in ``metrics`` if given."""
-    # Imported here, as backend_for does: commands without a broker skip pika.
-    from queuey_core.backends.rabbitmq.election import RabbitElection  # noqa: PLC0415
-    from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState  # noqa: PLC0415
     from queuey_core.schedules import Scheduler  # noqa: PLC0415
 
-    url = settings.broker.urls()
+    scheduling = require(broker, SupportsSchedules, "`queuey scheduler`")
     return Scheduler(
         broker,
         queue_set,
         schedules,
-        election=RabbitElection(
-            url,
-            heartbeat=settings.scheduler.heartbeat,
-            connect_timeout=settings.broker.connect_timeout,
-            recovery_timeout=settings.broker.recovery_timeout,
-        ),
-        state=RabbitScheduleState(url, connect_timeout=settings.broker.connect_timeout),
+        election=scheduling.election(heartbeat=settings.scheduler.heartbeat),
+        state=scheduling.schedule_state(),
         grace=settings.scheduler.grace,
         on_fire=metrics.fired if metrics is not None else None,
         on_fire_failed=metrics.fire_failed if metrics is not None else None,

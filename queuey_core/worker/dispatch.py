@@ -31,8 +31,8 @@ Owns: choosing the settle for each outcome. Must never: raise out of
 of a bug on the way (a last-resort dead letter, "worker error ..."). A settle the broker
 did not take is logged and counted in the :class:`WorkerHandle`: the broker still owns
 that message and will redeliver it. A success on a delivery that can ack without waiting
-(``ack_soon``, RabbitMQ's) hands the ack to the backend and goes on; an ack that cannot
-be sent is counted when the backend finds out.
+(:class:`~queuey_core.backends.capabilities.EarlyAck`, RabbitMQ's) hands the ack to the
+backend and goes on; an ack that cannot be sent is counted when the backend finds out.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuey_core.backends.base import Delivery
+from queuey_core.backends.capabilities import acks_early
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.envelope import Envelope
@@ -56,7 +57,7 @@ from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
-from queuey_core.worker.outcome import Kind, Outcome, call_handler, describe
+from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
 
@@ -102,7 +103,9 @@ class Dispatcher:
             fields = {"queue": _safe(lambda: delivery.queue)}
             logger.critical("worker error while processing a delivery", exc_info=True, extra=fields)
             if not tracked.attempted:
-                self._settle(tracked.dead_letter, (f"worker error: {describe(exc)}",), fields)
+                self._settle(
+                    tracked.dead_letter, (f"worker error: {handler_error_text(exc)}",), fields
+                )
 
     def _dispatch(self, delivery: _Tracked) -> None:
         env = delivery.envelope
@@ -236,7 +239,7 @@ class Dispatcher:
             # The retry or deferral cannot even be built: the job is not lost, it is
             # dead-lettered with the reason, and the settle path never sees the bad value.
             reason = (
-                f"{_kind_word(outcome)} could not be scheduled: {describe(exc)} "
+                f"{_kind_word(outcome)} could not be scheduled: {handler_error_text(exc)} "
                 f"({_kind_cause(outcome)}: {outcome.error})"
             )
             logger.error("%s; dead-lettering", reason, extra=_failed(fields, outcome))
@@ -253,7 +256,7 @@ class Dispatcher:
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
             self._hooks.succeeded(delivery)
-            if isinstance(delivery, _Tracked) and delivery.can_ack_soon:
+            if isinstance(delivery, _Tracked) and acks_early(delivery.inner):
                 return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
             return delivery.ack, ()
         if kind is Kind.FATAL:
@@ -296,7 +299,9 @@ class Dispatcher:
 
         def failed(error: BaseException) -> None:
             self._handle._count_settle_failure()
-            logger.error("failed to settle delivery (ack): %s", describe(error), extra=fields)
+            logger.error(
+                "failed to settle delivery (ack): %s", handler_error_text(error), extra=fields
+            )
 
         return failed
 
@@ -325,15 +330,14 @@ class _Tracked:
         self.inner = inner
         self.attempted = False
 
-    @property
-    def can_ack_soon(self) -> bool:
-        """Whether the delivery acks without waiting (``ack_soon``, on RabbitMQ)."""
-        return hasattr(self.inner, "ack_soon")
-
     def ack_soon(self, failed: Callable[[BaseException], None]) -> None:
-        """Ack without waiting; ``failed`` counts it if it cannot be sent after all."""
+        """Ack without waiting (the inner delivery is :class:`EarlyAck`); ``failed``
+        counts it if it cannot be sent after all."""
         self.attempted = True
-        self.inner.ack_soon(failed)  # type: ignore[attr-defined]
+        if acks_early(self.inner):
+            self.inner.ack_soon(failed)
+        else:
+            self.inner.ack()
 
     @property
     def envelope(self) -> Envelope:

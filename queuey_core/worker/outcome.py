@@ -55,11 +55,11 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     except Deferred as d:
         return _deferred(d)
     except Fatal as exc:
-        return Outcome(Kind.FATAL, describe(exc), traceback=format_traceback(exc))
+        return Outcome(Kind.FATAL, handler_error_text(exc), traceback=format_traceback(exc))
     except JobTimeout:
         raise
     except BaseException as exc:  # Retryable, any other exception: a transient failure
-        return Outcome(Kind.RETRYABLE, describe(exc), traceback=format_traceback(exc))
+        return Outcome(Kind.RETRYABLE, handler_error_text(exc), traceback=format_traceback(exc))
     return SUCCESS
 
 
@@ -67,7 +67,7 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
 MAX_ERROR_TEXT = 2000
 
 
-def describe(exc: BaseException) -> str:
+def handler_error_text(exc: BaseException) -> str:
     """The error text for logs and dead letters; the type too when it is not ours.
 
     Never raises, and always returns text that encodes as UTF-8.
@@ -89,7 +89,7 @@ MAX_CHAIN = 5
 
 def format_traceback(exc: BaseException) -> str:
     """Where ``exc`` was raised: Python's traceback layout, each frame as file, line and
-    function, then ``Type: message`` (as :func:`describe` gives it), for the exception
+    function, then ``Type: message`` (as :func:`handler_error_text` gives it), for the exception
     and the ones it was raised from or during.
 
     Source lines and locals are left out, so the traceback says nothing the error text
@@ -98,7 +98,7 @@ def format_traceback(exc: BaseException) -> str:
     try:
         return _chain(exc)
     except Exception:
-        return f"Traceback unavailable\n{describe(exc)}"
+        return f"Traceback unavailable\n{handler_error_text(exc)}"
 
 
 _CAUSE = "The above exception was the direct cause of the following exception:"

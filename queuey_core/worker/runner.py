@@ -18,14 +18,8 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from queuey_core.backends.base import (
-    Backend,
-    ConsumerEnded,
-    ControlServer,
-    Delivery,
-    Subscription,
-    SupportsControl,
-)
+from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
+from queuey_core.backends.capabilities import ControlServer, SupportsControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError

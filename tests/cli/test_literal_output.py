@@ -16,9 +16,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_cli.output import LiteralRichHandler, LogFormat, setup_logging
-from queuey_core.logs import JsonFormatter, LineFormatter, escape_controls
-from tests.cli.conftest import FakeBroker, dead_letter
+from queuey_cli.output import LiteralRichHandler
+from queuey_cli.output import LogFormat
+from queuey_cli.output import setup_logging
+from queuey_core.logs import JsonFormatter
+from queuey_core.logs import LineFormatter
+from queuey_core.logs import escape_controls
+from tests.cli.conftest import FakeBroker
+from tests.cli.conftest import dead_letter
 
 ESC = "\x1b[31m"
 LONG = "x" * 300  # 300 bytes: longer than an AMQP short string

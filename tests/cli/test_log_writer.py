@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from queuey_core.logs import BatchedStderrHandler, writer
+from queuey_core.logs import BatchedStderrHandler
+from queuey_core.logs import writer
 
 
 class Recording:

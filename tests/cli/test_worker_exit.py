@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import threading
 
-from queuey_core import MemoryBackend, Worker
+from queuey_core import MemoryBackend
+from queuey_core import Worker
 from queuey_core.process import Exit
 from queuey_core.process.running import run_until_stopped
-from tests.support import ALPHA, Greet, noop, seed_queues, wait_for
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import noop
+from tests.support import seed_queues
+from tests.support import wait_for
 
 
 def test_a_worker_that_loses_the_broker_exits_3() -> None:

@@ -25,22 +25,20 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
-from queuey_core.backends.base import (
+from queuey_core.backends.capabilities import (
     AnyDeadLetter,
     DeadLetter,
     Inspection,
     QueueCounts,
     UndecodableDeadLetter,
-    message_handle,
-    preview,
-    printable,
 )
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.errors import connect_error, describe, refused
+from queuey_core.backends.rabbitmq.errors import connect_error, error_text, refused
 from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConfigError, DecodeError, UnknownQueueError
+from queuey_core.text import ascii_printable, body_preview, message_handle
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +81,7 @@ class Admin:
                     self._nodes.failed()
                     if attempt == 2:
                         raise BackendError(
-                            f"lost the connection to RabbitMQ at {self._where}: {describe(exc)}"
+                            f"lost the connection to RabbitMQ at {self._where}: {error_text(exc)}"
                         ) from exc
             raise AssertionError("unreachable")
 
@@ -375,7 +373,7 @@ def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDea
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
         error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
         handle = message_handle(props.message_id) or f"#{position}"
-        return UndecodableDeadLetter(preview(body), error, reason, dead_at, handle)
+        return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
     return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
 
 
@@ -397,7 +395,7 @@ def _text(value: object) -> str | None:
         value = value.decode("utf-8", "replace")
     if not isinstance(value, str):
         return None
-    return printable(value, topology.MAX_REASON)
+    return ascii_printable(value, topology.MAX_REASON)
 
 
 def _millis(value: object) -> int | None:

@@ -25,7 +25,18 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core import __version__
-from queuey_core.backends.base import AnyDeadLetter, ControlHandler, Inspection, Sink
+from queuey_core.backends.base import Sink
+from queuey_core.backends.capabilities import (
+    AnyDeadLetter,
+    ConnectionReporting,
+    ControlHandler,
+    DeadLetterTools,
+    Inspectable,
+    Inspection,
+    PublishesEncoded,
+    SupportsControl,
+    SupportsSchedules,
+)
 from queuey_core.backends.rabbitmq import control, topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
@@ -44,6 +55,7 @@ from queuey_core.backends.rabbitmq.confirms import (
 )
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
+from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
 from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
 from queuey_core.backends.rabbitmq.publisher import (
@@ -53,6 +65,7 @@ from queuey_core.backends.rabbitmq.publisher import (
     properties,
     pub_for,
 )
+from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,
@@ -75,7 +88,14 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 _CHUNK = 200
 
 
-class RabbitMQBackend:
+class RabbitMQBackend(
+    DeadLetterTools,
+    Inspectable,
+    SupportsControl,
+    SupportsSchedules,
+    PublishesEncoded,
+    ConnectionReporting,
+):
     """The production backend. See the module docstring for how it uses the broker.
 
     Args:
@@ -116,7 +136,8 @@ class RabbitMQBackend:
         server_name: str | None = None,
         shuffle: bool = True,
     ) -> None:
-        self._nodes = Nodes(as_urls(url), shuffle=shuffle)
+        self._urls = as_urls(url)
+        self._nodes = Nodes(self._urls, shuffle=shuffle)
         self.where = self._nodes.where
         self._heartbeat = heartbeat
         self._connect_timeout = connect_timeout
@@ -311,7 +332,7 @@ class RabbitMQBackend:
         return sub
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`Backend.list_dead_letters`.
+        """See :meth:`DeadLetterTools.list_dead_letters`.
 
         Takes the messages unacked, then gives them all back with one multiple nack, so
         nothing is lost or reordered. Messages that are not queuey envelopes are listed
@@ -324,7 +345,7 @@ class RabbitMQBackend:
         return self._admin.run(work)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal.
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: confirmed on ``queue`` before removal.
 
         Undecodable messages are never requeued (they would be dead-lettered again).
         ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
@@ -334,7 +355,7 @@ class RabbitMQBackend:
         return self._admin.run(lambda ch: requeue(ch, queue, wanted))
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`Backend.delete_dead_letters`: the rest go back, in order."""
+        """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
         wanted = set(handles)
 
         def work(ch: BlockingChannel) -> int:
@@ -348,7 +369,7 @@ class RabbitMQBackend:
         return self._admin.run(work)
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`Backend.purge_dead_letters`."""
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
         frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         return int(frame.method.message_count)
 
@@ -404,6 +425,22 @@ class RabbitMQBackend:
     def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
         """See :meth:`SupportsControl.broadcast_control` (on the admin connection)."""
         return self._admin.run(lambda ch: control.broadcast(ch, request, timeout))
+
+    # -- schedules (SupportsSchedules) ---------------------------------------------------
+
+    def schedule_state(self) -> RabbitScheduleState:
+        """See :meth:`SupportsSchedules.schedule_state`: last-value queues on the broker,
+        on a connection of its own."""
+        return RabbitScheduleState(self._urls, connect_timeout=self._connect_timeout)
+
+    def election(self, *, heartbeat: int) -> RabbitElection:
+        """See :meth:`SupportsSchedules.election`: a candidate on a connection of its own."""
+        return RabbitElection(
+            self._urls,
+            heartbeat=heartbeat,
+            connect_timeout=self._connect_timeout,
+            recovery_timeout=self._recovery_timeout,
+        )
 
     def is_closed(self) -> bool:
         """Whether :meth:`close` was called."""

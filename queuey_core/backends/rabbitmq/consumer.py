@@ -29,13 +29,14 @@ import pika.exceptions
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.base import ConsumerEnded, Sink, message_handle, printable
+from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.delivery import STALE, RabbitDelivery, Undecodable
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, LinkStatus, Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
+from queuey_core.text import ascii_printable, message_handle
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.backend import RabbitMQBackend
@@ -381,7 +382,7 @@ class RabbitSubscription:
             except DecodeError as exc:
                 # Not one of ours, or not one we may trust: dead-letter it with the reason
                 # (which names the field), off this thread.
-                reason = printable(str(exc), 2000)
+                reason = ascii_printable(str(exc), 2000)
                 self.link.dead_letterer.submit(Undecodable(self, ch, tag, body, message_id), reason)
                 return
             delivery = RabbitDelivery(

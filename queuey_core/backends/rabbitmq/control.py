@@ -34,7 +34,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.base import ControlHandler
+from queuey_core.backends.capabilities import ControlHandler
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.control.documents import MAX_DOCUMENT
 

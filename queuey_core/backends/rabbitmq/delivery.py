@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pika.channel import Channel
 
-from queuey_core.backends.base import printable
+from queuey_core.backends.capabilities import EarlyAck
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
     BackendError,
@@ -37,6 +37,7 @@ from queuey_core.errors import (
     NotEnqueuedError,
     PublishFailure,
 )
+from queuey_core.text import ascii_error_text, ascii_printable
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
@@ -118,14 +119,14 @@ class _Message:
                 logger.error(
                     "%s; could not dead-letter it (%s) nor reject it: RabbitMQ will redeliver it",
                     error,
-                    safe_describe(exc),
+                    ascii_error_text(exc),
                     extra=fields,
                 )
                 raise
             logger.error(
                 "%s; rejected it into the dead-letter queue (its raw copy failed: %s)",
                 error,
-                safe_describe(exc),
+                ascii_error_text(exc),
                 extra=fields,
             )
             return
@@ -142,10 +143,10 @@ class Undecodable(_Message):
         """Move it to the dead-letter queue with ``reason``, by the poison path."""
         self._claim()
         self._on_channel(lambda ch: None)  # gone: the broker redelivers, publish no copy
-        self._poison(reason, f"undecodable message: {printable(reason, 300)}")
+        self._poison(reason, f"undecodable message: {ascii_printable(reason, 300)}")
 
 
-class RabbitDelivery(_Message):
+class RabbitDelivery(_Message, EarlyAck):
     """A delivered envelope; see :class:`Delivery`."""
 
     __slots__ = ("_envelope", "_redelivered")
@@ -248,12 +249,12 @@ class RabbitDelivery(_Message):
                     time.sleep(NACK_PAUSE)
                 self._on_channel(lambda ch: ch.basic_nack(self._tag, requeue=True), settles=True)
                 raise BackendError(
-                    f"could not publish the {what} ({safe_describe(exc)}); the original "
+                    f"could not publish the {what} ({ascii_error_text(exc)}); the original "
                     "went back to its queue"
                 ) from exc
             # Encoding, routing, a value out of range, a bug: the message itself is at
             # fault, and giving it back would only bring it straight back.
-            failure = f"could not publish the {what}: {safe_describe(exc)}"
+            failure = f"could not publish the {what}: {ascii_error_text(exc)}"
             self._poison(f"{reason}; {failure}" if reason else failure, failure)
             return
         self._ack()
@@ -283,12 +284,3 @@ def _transient(exc: Exception) -> bool:
     if isinstance(exc, EnqueueUnknownError):
         return True
     return isinstance(exc, NotEnqueuedError) and exc.reason in _TRANSIENT
-
-
-def safe_describe(exc: BaseException) -> str:
-    """``Type: message`` of any exception, as printable ASCII; never raises."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
-    return printable(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 500)

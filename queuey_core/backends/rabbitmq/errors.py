@@ -16,7 +16,10 @@ import pika.exceptions
 from queuey_core.errors import BackendError, ConfigError, QueueyError
 
 
-def describe(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` of a pika or socket error, as it is (for log lines and
+    BackendError messages; :func:`queuey_core.text.ascii_error_text` escapes it for a
+    header)."""
     text = str(exc) or repr(exc)
     return f"{type(exc).__name__}: {text}"
 
@@ -61,7 +64,7 @@ def root_cause(error: BaseException) -> str:
     error = _chain(error)[-1]
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror.lower()} ({type(error).__name__})"
-    return describe(error)
+    return error_text(error)
 
 
 #: OpenSSL's verify codes for "no CA we trust vouches for this certificate".

@@ -24,7 +24,7 @@ import pika.exceptions
 import tenacity
 from pika.adapters.select_connection import IOLoop
 
-from queuey_core.backends.rabbitmq.errors import connect_error, describe, root_cause
+from queuey_core.backends.rabbitmq.errors import connect_error, error_text, root_cause
 from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.errors import BackendError
 
@@ -321,7 +321,7 @@ class Link:
             return
         logger.warning(
             "connection to RabbitMQ lost: %s (at %s)",
-            describe(reason),
+            error_text(reason),
             self._target.where,
             extra={"link": self._name, "node": self._target.where},
         )
@@ -360,7 +360,7 @@ class Link:
         if self._ever_opened:
             dead = BackendError(
                 f"lost the connection to RabbitMQ at {self._where} and could not recover "
-                f"within {self._recovery_timeout:g}s: {describe(error)}"
+                f"within {self._recovery_timeout:g}s: {error_text(error)}"
             )
         elif self._patient and not refused_access(error):
             dead = BackendError(

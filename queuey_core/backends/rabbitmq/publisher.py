@@ -30,7 +30,7 @@ from pika import frame, spec
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.rabbitmq.errors import describe, root_cause
+from queuey_core.backends.rabbitmq.errors import error_text, root_cause
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, Result, refused_access
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
@@ -194,7 +194,7 @@ class PublisherLink(Link):
                 # and the channel is as it was.
                 pub.fail(
                     NotEnqueuedError(
-                        f"the message could not be encoded for AMQP: {describe(exc)}",
+                        f"the message could not be encoded for AMQP: {error_text(exc)}",
                         reason=PublishFailure.UNENCODABLE,
                     )
                 )
@@ -526,7 +526,7 @@ def check_encodable(pub: Pub) -> Pub:
         Basic.Publish(exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True).encode()
     except Exception as exc:
         raise NotEnqueuedError(
-            f"the message could not be encoded for AMQP: {describe(exc)}",
+            f"the message could not be encoded for AMQP: {error_text(exc)}",
             reason=PublishFailure.UNENCODABLE,
         ) from exc
     return pub

@@ -22,7 +22,7 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.election import node_picker
-from queuey_core.backends.rabbitmq.errors import describe
+from queuey_core.backends.rabbitmq.errors import error_text
 from queuey_core.errors import BackendError
 
 #: Prefix of the per-schedule state queues.
@@ -101,7 +101,7 @@ class RabbitScheduleState:
                 )
             except (pika.exceptions.UnroutableError, pika.exceptions.NackError) as exc:
                 raise BackendError(
-                    f"RabbitMQ did not take the last tick of schedule {name!r}: {describe(exc)}"
+                    f"RabbitMQ did not take the last tick of schedule {name!r}: {error_text(exc)}"
                 ) from exc
 
         self._admin.run(work)

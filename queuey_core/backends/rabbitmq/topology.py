@@ -32,8 +32,8 @@ import math
 from typing import Any
 
 from queuey_core import limits
-from queuey_core.backends import base
 from queuey_core.queues import QueueConfig, QueueKind
+from queuey_core.text import ascii_printable
 
 #: Levels of the ladder, and the longest delay it holds (2**36 - 1 ms, about 795 days):
 #: limits of the wire, kept in :mod:`queuey_core.limits` where every entry point checks.
@@ -153,9 +153,9 @@ def dead_letter_headers(
     not a number a header can carry.
     """
     headers: dict[str, Any] = {
-        REASON_HEADER: base.printable(reason, MAX_REASON),
+        REASON_HEADER: ascii_printable(reason, MAX_REASON),
         DEAD_AT_HEADER: dead_at,
-        QUEUE_HEADER: base.printable(queue, 255),
+        QUEUE_HEADER: ascii_printable(queue, 255),
     }
     if attempt is not None and 0 <= attempt < 2**31:
         headers[ATTEMPT_HEADER] = attempt

@@ -1,0 +1,304 @@
+"""What only some backends can do: capabilities declared beside the narrow seam.
+
+:class:`~queuey_core.backends.base.Backend` is what every backend must do (publish,
+consume, settle). Everything else is a capability here, a ``runtime_checkable``
+Protocol of its own:
+
+- :class:`DeadLetterTools`: list, requeue, delete and purge dead letters (``queuey dlq``);
+- :class:`Inspectable`: count what queues hold (``queuey queues``, ``dlq list``);
+- :class:`SupportsControl`: a broadcast channel to every live worker (the worker,
+  ``queuey workers``);
+- :class:`SupportsSchedules`: where schedules keep their last tick, and the election
+  of the scheduler that fires (``queuey scheduler``, ``queuey schedules``);
+- :class:`PublishesEncoded`: take first attempts already encoded (``enqueue_many``);
+- :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
+- :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
+  asks :func:`acks_early`, an ``isinstance`` kept per delivery class).
+
+A backend declares what it provides by inheriting the Protocols explicitly
+(``class MemoryBackend(DeadLetterTools, Inspectable, ...)``): the class line is the
+list, and mypy checks each method's signature against the Protocol. Callers ask by
+type, never by attribute: ``isinstance(backend, Inspectable)`` where the capability is
+optional (the worker serves control only if it can), :func:`require` where it is needed
+(it raises :class:`~queuey_core.errors.MissingCapabilityError` with one clear line).
+See ``docs/backends.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
+
+from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.errors import BackendError, MissingCapabilityError
+
+if TYPE_CHECKING:
+    from queuey_core.schedules.election import Election
+    from queuey_core.schedules.state import ScheduleState
+
+# -- dead letters ----------------------------------------------------------------------
+
+
+class DeadLetter(NamedTuple):
+    """A dead-lettered envelope with why and when (ms since the epoch) it died.
+
+    ``reason`` is "unknown" and ``dead_at`` None when the message carries no readable
+    header for them. ``handle`` reaches it in :meth:`DeadLetterTools.delete_dead_letters`:
+    its job id.
+    """
+
+    envelope: Envelope
+    reason: str
+    dead_at: int | None
+    handle: str
+
+
+class UndecodableDeadLetter(NamedTuple):
+    """A message of a dead-letter queue that is not a queuey envelope.
+
+    It can be listed and deleted, never requeued (it would be refused again).
+    ``preview`` is the start of its body, escaped to printable ASCII; ``error`` says why
+    it is not an envelope. ``handle`` is its message id when it has a printable one,
+    else ``#N``, its position in the dead-letter queue (1 for the oldest) when listed.
+    """
+
+    preview: str
+    error: str
+    reason: str
+    dead_at: int | None
+    handle: str
+
+
+#: Anything a dead-letter queue holds.
+AnyDeadLetter = DeadLetter | UndecodableDeadLetter
+
+
+@runtime_checkable
+class DeadLetterTools(Protocol):
+    """A backend whose dead-letter queues can be listed and worked on (``queuey dlq``)."""
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
+        """Every dead letter of ``queue``, undecodable ones too, oldest first.
+
+        Nothing is removed or reordered.
+        """
+
+    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+        """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many.
+
+        Undecodable ones are never requeued: they stay where they are.
+        """
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """Delete the dead letters of ``queue`` with those handles; how many.
+
+        The others stay, in order. A position handle (``#N``) means the position at the
+        time of the call.
+        """
+
+    def purge_dead_letters(self, queue: str) -> int:
+        """Delete every dead letter of ``queue``; how many."""
+
+
+# -- inspection ------------------------------------------------------------------------
+
+
+class QueueCounts(NamedTuple):
+    """What a declared queue holds, as the broker reports it.
+
+    ``dead_letters`` is None when the queue's dead-letter queue does not exist.
+    """
+
+    ready: int
+    consumers: int
+    dead_letters: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    """One look at some queues: their counts, None for a queue not declared yet.
+
+    ``held`` is what the delay ladder holds for every queue together, or None when the
+    ladder is not declared yet (nothing was ever enqueued with a delay or retried).
+    ``unroutable`` is what ``queuey.unroutable`` holds: delayed messages whose queue did
+    not exist at the end of the ladder (always 0 on a backend without a ladder).
+    """
+
+    queues: dict[str, QueueCounts | None]
+    held: int | None
+    unroutable: int = 0
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """A backend that can count what its queues hold (``queuey queues``, ``dlq list``)."""
+
+    def inspect(self, names: Sequence[str]) -> Inspection:
+        """Counts of ``names``; a queue that does not exist is None, never an error."""
+
+
+# -- the control channel ---------------------------------------------------------------
+
+#: Answers one control request (its body, as sent) with the body of the reply, or None
+#: for no reply. Called on the backend's thread: it must be quick and never raise.
+ControlHandler = Callable[[bytes], bytes | None]
+
+
+class ControlServer(Protocol):
+    """A worker's end of the control channel, started by :meth:`SupportsControl.serve_control`."""
+
+    def close(self) -> None:
+        """Stop answering; idempotent."""
+
+
+@runtime_checkable
+class SupportsControl(Protocol):
+    """A broadcast channel to every live worker.
+
+    :mod:`queuey_core.control` owns what travels on it (small versioned JSON
+    documents); a backend only moves the bytes, as it moves envelopes. A worker answers
+    through :meth:`serve_control`; ``queuey workers`` asks through
+    :meth:`broadcast_control`. ``RabbitMQBackend`` uses a fanout exchange and RabbitMQ's
+    direct reply-to, ``MemoryBackend`` calls the handlers in the caller's thread. A
+    backend without it simply has no live-worker commands.
+    """
+
+    def serve_control(self, handler: ControlHandler) -> ControlServer:
+        """Start answering broadcast requests with ``handler``, without waiting for the
+        broker: the worker never waits on (or breaks because of) its control channel."""
+
+    def broadcast_control(self, request: bytes, *, timeout: float) -> list[bytes]:
+        """Send ``request`` to every worker serving, and return the replies that came
+        within ``timeout`` seconds (none is not an error)."""
+
+
+# -- schedules -------------------------------------------------------------------------
+
+
+@runtime_checkable
+class SupportsSchedules(Protocol):
+    """Where the scheduler keeps each schedule's last tick, and how schedulers elect one.
+
+    Both must outlive every scheduler and be reachable from any machine, so they live
+    on the broker. Each call makes a new object, with connections of its own, that the
+    caller closes.
+    """
+
+    def schedule_state(self) -> ScheduleState:
+        """A store of the last tick fired by each schedule."""
+
+    def election(self, *, heartbeat: int) -> Election:
+        """One candidate of the election of the scheduler that fires; a candidate whose
+        machine vanishes is replaced after two or three ``heartbeat`` seconds."""
+
+
+# -- publishing and deliveries ---------------------------------------------------------
+
+
+@runtime_checkable
+class PublishesEncoded(Protocol):
+    """A backend that takes first attempts already encoded (``enqueue_many``'s hot path).
+
+    ``Producer.enqueue_many`` uses it when the backend has it, and hands
+    :meth:`Backend.publish_many` envelopes otherwise.
+    """
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """Like :meth:`Backend.publish_many`, for envelopes already encoded."""
+
+
+@runtime_checkable
+class EarlyAck(Protocol):
+    """A *delivery* that can be acked without waiting for the broker (RabbitMQ's).
+
+    The dispatcher hands a success's ack to it and goes on to the next job.
+    """
+
+    __slots__ = ()  # a delivery declaring it keeps its own slots
+
+    def ack_soon(self, failed: Callable[[BackendError], None]) -> None:
+        """Ack in the background; ``failed`` is called if the ack cannot be sent after all
+        (the broker then redelivers the message)."""
+
+
+#: Delivery class -> whether it is EarlyAck (see :func:`acks_early`).
+_EARLY_ACK: dict[type, bool] = {}
+
+
+def acks_early(delivery: object) -> TypeGuard[EarlyAck]:
+    """``isinstance(delivery, EarlyAck)``, asked once per delivery class.
+
+    The dispatcher asks for every job, and a Protocol's ``isinstance`` takes some
+    microseconds (it looks at every member); a delivery class does not change its
+    methods, so its answer is kept.
+    """
+    kind = type(delivery)
+    known = _EARLY_ACK.get(kind)
+    if known is None:
+        known = _EARLY_ACK[kind] = isinstance(delivery, EarlyAck)
+    return known
+
+
+# -- observability ---------------------------------------------------------------------
+
+
+class LinkStatusLike(Protocol):
+    """One broker connection, as a backend reports it."""
+
+    @property
+    def state(self) -> str:
+        """``"connecting"``, ``"open"``, ``"reconnecting"``, ``"dead"`` or ``"closed"``."""
+
+    @property
+    def reconnects(self) -> int:
+        """Connections regained after a loss."""
+
+    @property
+    def thread_alive(self) -> bool:
+        """Whether the connection's I/O thread runs."""
+
+
+@runtime_checkable
+class ConnectionReporting(Protocol):
+    """A backend that tells how its connections are (health checks and metrics)."""
+
+    def connection_status(self) -> Mapping[str, LinkStatusLike]:
+        """Each connection by role (``"consumer"``, ``"publisher"``), without blocking."""
+
+
+# -- asking for one --------------------------------------------------------------------
+
+C = TypeVar("C")
+
+#: What each capability lets a caller do, for the error of a backend without it.
+_ABILITY: dict[type, str] = {
+    DeadLetterTools: "work on dead letters",
+    Inspectable: "count what its queues hold",
+    SupportsControl: "talk to live workers",
+    SupportsSchedules: "keep schedules or elect a scheduler",
+    PublishesEncoded: "publish encoded envelopes",
+    ConnectionReporting: "report its connections",
+}
+
+
+def require(backend: object, capability: type[C], purpose: str) -> C:
+    """``backend`` as a ``capability``, or MissingCapabilityError saying what needed it.
+
+    ``purpose`` names the caller, as a user would: "`queuey dlq list`".
+
+    Raises:
+        MissingCapabilityError: the backend does not provide ``capability``.
+    """
+    if isinstance(backend, capability):
+        return backend
+    raise MissingCapabilityError(
+        f"the {backend_name(backend)} backend cannot "
+        f"{_ABILITY.get(capability, capability.__name__)} (needed by {purpose})"
+    )
+
+
+def backend_name(backend: object) -> str:
+    """A backend's short name for messages: ``RabbitMQBackend`` is "rabbitmq"."""
+    name = type(backend).__name__
+    return (name.removesuffix("Backend") or name).lower()

@@ -1,0 +1,80 @@
+"""The narrow seam and its capabilities: who declares what, and how a caller asks."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr
+
+from queuey_core import MemoryBackend
+from queuey_core import MissingCapabilityError
+from queuey_core.backends.capabilities import ConnectionReporting
+from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import EarlyAck
+from queuey_core.backends.capabilities import Inspectable
+from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.capabilities import SupportsControl
+from queuey_core.backends.capabilities import SupportsSchedules
+from queuey_core.backends.capabilities import acks_early
+from queuey_core.backends.capabilities import require
+from queuey_core.backends.memory import _MemoryDelivery
+from queuey_core.backends.open import OPENERS
+from queuey_core.backends.open import open_backend
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
+from queuey_core.errors import ConfigError
+from queuey_core.settings import BrokerSettings
+
+
+def test_the_memory_backend_declares_what_it_provides() -> None:
+    backend = MemoryBackend()
+    provided: tuple[type, ...] = (DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded)
+    for capability in provided:
+        assert isinstance(backend, capability), f"MemoryBackend provides {capability.__name__}"
+    for lacking in (SupportsSchedules, ConnectionReporting):
+        assert not isinstance(backend, lacking), f"not {lacking.__name__}"
+
+
+def test_the_rabbitmq_backend_declares_every_capability() -> None:
+    for capability in (
+        DeadLetterTools,
+        Inspectable,
+        SupportsControl,
+        SupportsSchedules,
+        PublishesEncoded,
+        ConnectionReporting,
+    ):
+        assert issubclass(RabbitMQBackend, capability), capability.__name__
+
+
+def test_require_returns_the_backend_when_it_has_the_capability() -> None:
+    backend = MemoryBackend()
+    assert require(backend, DeadLetterTools, "`queuey dlq list`") is backend
+
+
+def test_require_names_the_backend_the_capability_and_the_caller() -> None:
+    with pytest.raises(MissingCapabilityError) as caught:
+        require(MemoryBackend(), SupportsSchedules, "`queuey scheduler`")
+    assert str(caught.value) == (
+        "the memory backend cannot keep schedules or elect a scheduler "
+        "(needed by `queuey scheduler`)"
+    )
+
+
+def test_only_a_rabbitmq_delivery_acks_early() -> None:
+    rabbit = RabbitDelivery.__new__(RabbitDelivery)
+    memory = _MemoryDelivery.__new__(_MemoryDelivery)
+    assert isinstance(rabbit, EarlyAck)
+    assert acks_early(rabbit)
+    assert not isinstance(memory, EarlyAck)
+    assert not acks_early(memory)
+    assert acks_early(rabbit), "asked again: the kept answer is the same"
+
+
+def test_an_unknown_url_scheme_names_the_schemes_known() -> None:
+    broker = BrokerSettings.model_construct(url=SecretStr("nosuch://somewhere"))
+    with pytest.raises(ConfigError) as caught:
+        open_backend(broker)
+    message = str(caught.value)
+    assert "nosuch://" in message
+    for scheme in OPENERS:
+        assert f"{scheme}://" in message, f"{scheme} is named among the known schemes"

@@ -19,6 +19,22 @@ from queuey_core.settings import Settings, find_config, load_settings
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
 JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: see the README).")
 
+#: Whether this process ends when the command does (the ``queuey`` console script), as
+#: opposed to a caller that goes on (``CliRunner``, an application embedding the CLI).
+_ends_with_command = False
+
+
+def ending_with_command() -> None:
+    """Say that this process ends when the command does (the console script only)."""
+    global _ends_with_command  # noqa: PLW0603 - one flag, set once at start-up
+    _ends_with_command = True
+
+
+def ends_with_command() -> bool:
+    """Whether this process ends when the command does."""
+    return _ends_with_command
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 import queuey_core
 from queuey_cli import completion, worker
-from queuey_cli.common import State
+from queuey_cli.common import State, ending_with_command
 from queuey_cli.output import Exit, LogFormat, error, flush_logs, out, setup_logging
 
 #: The other commands, by name: (module, attribute: a command function or a Typer app),
@@ -226,6 +226,7 @@ def root(
 
 def main() -> None:
     """The console script: an unexpected failure is one line too (its trace at debug)."""
+    ending_with_command()
     try:
         app()
     except KeyboardInterrupt:

@@ -10,10 +10,11 @@ from typing import Annotated
 
 import typer
 
-from queuey_cli.common import cli_errors, state, usage
+from queuey_cli.common import cli_errors, ends_with_command, state, usage
 from queuey_core.limits import check_positive
 from queuey_core.process.scheduler import load_schedules
-from queuey_core.process.worker import run_worker
+from queuey_core.process.stops import StopRequests
+from queuey_core.process.worker import run_worker, stop_signals
 from queuey_core.settings import MAX_PROCESSES, duration
 
 
@@ -71,6 +72,47 @@ def worker(
     supervised_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
+    # Installed before the configuration is read: a signal from now on is recorded,
+    # and one during start-up drains the worker as soon as it runs.
+    stops = StopRequests().install(stop_signals(supervised=supervised_fd is not None))
+    try:
+        code = _worker(
+            ctx,
+            stops,
+            queues,
+            concurrency,
+            job_timeout,
+            burst,
+            with_scheduler,
+            metrics_port,
+            processes,
+            max_jobs_per_child,
+            supervised_fd,
+        )
+    finally:
+        if ends_with_command():
+            # The process ends now: a late signal must not kill a worker that already
+            # drained (Python puts SIGTERM's default action back as it exits).
+            stops.retire()
+        else:
+            stops.close()  # a caller that goes on (CliRunner) gets its handlers back
+    raise typer.Exit(code)
+
+
+def _worker(
+    ctx: typer.Context,
+    stops: StopRequests,
+    queues: str | None,
+    concurrency: int | None,
+    job_timeout: str | None,
+    burst: bool,
+    with_scheduler: bool,
+    metrics_port: int | None,
+    processes: int | None,
+    max_jobs_per_child: int | None,
+    supervised_fd: int | None,
+) -> int:
+    """The options, checked and mapped onto :func:`run_worker`; its exit code."""
     seconds = None
     if job_timeout is not None:
         try:
@@ -99,7 +141,7 @@ def worker(
         schedules = load_schedules(settings, (d.handler for d in found), where=st.where())
         if not schedules:
             raise usage("--with-scheduler: no schedules configured (schedules.NAME tables)")
-    code = run_worker(
+    return run_worker(
         settings,
         handlers=[d.handler for d in found],
         queues=consume,
@@ -113,8 +155,8 @@ def worker(
         schedules=schedules,
         child_command=global_options(ctx),
         supervised_fd=supervised_fd,
+        stops=stops,
     )
-    raise typer.Exit(code)
 
 
 def global_options(ctx: typer.Context) -> list[str]:

@@ -81,6 +81,17 @@ class StopRequests:
             taken.append(self._pending.popleft())
         return taken
 
+    def retire(self) -> None:
+        """Ignore the recorded signals from now on, for a process on its way out.
+
+        The handlers are replaced, not put back: Python puts the default action back
+        for a signal with a Python handler when the interpreter ends, and a SIGTERM
+        then would kill a process that had already drained (exit 143, not its own).
+        """
+        for s in self._previous:
+            signal.signal(s, signal.SIG_IGN)
+        self._previous.clear()
+
     def close(self) -> None:
         """Put back the signal handlers and wakeup fd this replaced; close the pipe."""
         for s, handler in self._previous.items():

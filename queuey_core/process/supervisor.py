@@ -44,6 +44,7 @@ from queuey_core.process.children import (
     restart_delay,
 )
 from queuey_core.process.exits import Exit
+from queuey_core.process.stops import STOP_SIGNALS, StopRequests
 from queuey_core.process.supervised import CHILD_INDEX_ENV, SUPERVISOR_PID_ENV
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class Supervisor:
     #: The children run ``--burst``: one that exits 0 found its queues empty, and is
     #: not replaced; the supervisor exits 0 once every one has.
     burst: bool = False
+    #: Where the signals are recorded, when the caller installed that (else the
+    #: supervisor installs its own handler while :meth:`run` runs).
+    stops: StopRequests | None = None
     slots: list[Slot] = field(default_factory=list)
     children: list[Child] = field(default_factory=list)
     recycles: int = 0
@@ -84,7 +88,9 @@ class Supervisor:
         w = self.settings.worker
         self.slots = [Slot(i) for i in range(w.processes)]
         server = self._serve_metrics(w.metrics_port)
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {}
+        if self.stops is None:
+            previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         logger.info(
             "supervisor starting %d worker processes",
             w.processes,
@@ -132,6 +138,8 @@ class Supervisor:
         self._signals.append(signal.Signals(signum).name)
 
     def _apply_signals(self) -> None:
+        if self.stops is not None:
+            self._signals.extend(self.stops.take())
         while self._handled < len(self._signals):
             name = self._signals[self._handled]
             self._handled += 1

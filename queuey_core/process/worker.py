@@ -47,6 +47,7 @@ def run_worker(
     schedules: Sequence[Schedule] | None = None,
     child_command: Sequence[str] | None = None,
     supervised_fd: int | None = None,
+    stops: StopRequests | None = None,
 ) -> int:
     """Run what ``queuey worker`` runs until SIGTERM or SIGINT; returns the exit code.
 
@@ -63,6 +64,11 @@ def run_worker(
             ``worker`` options (default: ``python -m queuey_cli``; its configuration
             comes from ``$QUEUEY_CONFIG`` or ``./queuey.toml``, as ``queuey``'s does).
         supervised_fd: set by a supervisor in its children only.
+        stops: what records SIGTERM and SIGINT (and SIGHUP in a supervisor's child),
+            installed by the caller, who keeps it past the return (the command line
+            does, so that a signal while the process exits changes nothing). By
+            default one is installed here and the previous handlers are put back
+            when this returns.
 
     Raises:
         ConfigError: an unknown queue, a bad override, no schedules to run beside.
@@ -92,24 +98,32 @@ def run_worker(
     if with_scheduler and not schedules:
         raise ConfigError("with_scheduler: no schedules configured (schedules.NAME tables)")
     schedules = schedules if with_scheduler else None
-    supervised = supervised_fd is not None
-    if not supervised and (
-        settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None
-    ):
-        # Imported here: one process does not pay for the supervisor.
-        from queuey_core.process.supervised import worker_arguments  # noqa: PLC0415
-        from queuey_core.process.supervisor import Supervisor  # noqa: PLC0415
-
-        prefix = list(child_command or [sys.executable, "-m", "queuey_cli"])
-        options = worker_arguments(settings, consume, job_timeout, with_scheduler, burst)
-        return Supervisor(prefix + options, settings, burst=burst).run()
     # From here on a signal is recorded, never lost nor acted on inside its handler: one
     # during start-up (connecting, say) is applied as soon as the worker runs.
-    stops = StopRequests().install((*STOP_SIGNALS, signal.SIGHUP) if supervised else STOP_SIGNALS)
+    own = stops is None
+    if stops is None:
+        stops = StopRequests().install(stop_signals(supervised=supervised_fd is not None))
     try:
+        if supervised_fd is None and (
+            settings.worker.processes > 1 or settings.worker.max_jobs_per_child is not None
+        ):
+            # Imported here: one process does not pay for the supervisor.
+            from queuey_core.process.supervised import worker_arguments  # noqa: PLC0415
+            from queuey_core.process.supervisor import Supervisor  # noqa: PLC0415
+
+            prefix = list(child_command or [sys.executable, "-m", "queuey_cli"])
+            options = worker_arguments(settings, consume, job_timeout, with_scheduler, burst)
+            return Supervisor(prefix + options, settings, burst=burst, stops=stops).run()
         return _run_one(settings, stops, handlers, consume, burst, schedules, supervised_fd)
     finally:
-        stops.close()
+        if own:
+            stops.close()
+
+
+def stop_signals(*, supervised: bool) -> tuple[signal.Signals, ...]:
+    """The signals a worker process records: SIGTERM and SIGINT, and SIGHUP (its
+    parent-death signal) in a supervisor's child."""
+    return (*STOP_SIGNALS, signal.SIGHUP) if supervised else STOP_SIGNALS
 
 
 def _run_one(

@@ -8,6 +8,8 @@ decides. Jobs take 20 ms, so a drain has something to finish.
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import sys
 import threading
 import time
@@ -31,6 +33,7 @@ def greet(job: Greet, ctx: JobContext) -> None:
 
 def main() -> int:
     """Run until stopped; the exit code the loop returns."""
+    faulthandler.register(signal.SIGUSR1)  # the test asks where a late one is stuck
     stops = StopRequests().install()
     backend = MemoryBackend()
     queues = seed_queues()

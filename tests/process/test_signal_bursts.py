@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -53,7 +54,13 @@ def _trial(seed: int, logs: Path) -> str:
         try:
             code = proc.wait(first + SHUTDOWN_TIMEOUT + SLACK - time.monotonic())
         except subprocess.TimeoutExpired:
-            return f"seed {seed}: alive past its deadline after {len(burst.signals)} signals"
+            late = time.monotonic() - first
+            proc.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
+            time.sleep(0.5)
+            return (
+                f"seed {seed}: alive {late:.2f}s after the first of {len(burst.signals)} "
+                f"signals: {log.read_text()[-3000:]}"
+            )
         if code == 130 and len(burst.signals) == 1:
             return f"seed {seed}: one signal stopped it at once"
         if code not in (0, 130):

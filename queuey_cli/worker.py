@@ -12,6 +12,7 @@ import typer
 
 from queuey_cli.common import cli_errors, ends_with_command, state, usage
 from queuey_core.limits import check_positive
+from queuey_core.process.running import exit_process
 from queuey_core.process.scheduler import load_schedules
 from queuey_core.process.stops import StopRequests
 from queuey_core.process.worker import run_worker, stop_signals
@@ -96,6 +97,8 @@ def worker(
             stops.retire()
         else:
             stops.close()  # a caller that goes on (CliRunner) gets its handlers back
+    if ends_with_command():
+        exit_process(code)  # at once: the interpreter's teardown is not worth waiting for
     raise typer.Exit(code)
 
 

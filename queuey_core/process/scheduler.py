@@ -10,17 +10,16 @@ they elect one leader through RabbitMQ, and only the leader fires
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.capabilities import SupportsSchedules, require
 from queuey_core.errors import ConfigError, QueueyError
 from queuey_core.process.exits import Exit
 from queuey_core.process.setup import backend_for, plugin_handlers
+from queuey_core.process.stops import StopRequests
 from queuey_core.queues import QueueSet
 from queuey_core.settings import Settings
 
@@ -144,19 +143,17 @@ def _run(
     thread = threading.Thread(target=target, name="queuey-scheduler")
     if metrics is not None:
         metrics.watch(sched, thread)
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        logger.info("%s: stopping; another scheduler takes over", signal.Signals(signum).name)
-        sched.stop()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    # The handler only records a signal; this loop logs it and stops the scheduler.
+    stops = StopRequests().install()
     thread.start()
     try:
         while thread.is_alive():
-            thread.join(0.2)
+            for what in stops.take():
+                logger.info("%s: stopping; another scheduler takes over", what)
+                sched.stop()
+            stops.wait(0.2)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        stops.close()
     failure = outcome["error"]
     if failure is None:
         logger.info("scheduler exited")

@@ -19,6 +19,7 @@ from queuey_core import MemoryBackend
 from queuey_core import Producer
 from queuey_core import Worker
 from queuey_core import handler
+from queuey_core.process.running import exit_process
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.stops import StopRequests
 from tests.support import Greet
@@ -31,8 +32,8 @@ def greet(job: Greet, ctx: JobContext) -> None:
     time.sleep(0.02)
 
 
-def main() -> int:
-    """Run until stopped; the exit code the loop returns."""
+def main() -> None:
+    """Run until stopped; exit with the code the loop returns."""
     faulthandler.register(signal.SIGUSR1)  # the test asks where a late one is stuck
     stops = StopRequests().install()
     backend = MemoryBackend()
@@ -48,10 +49,11 @@ def main() -> int:
 
     threading.Thread(target=announce, daemon=True).start()
     try:
-        return run_until_stopped(w, backend, float(sys.argv[1]), False, None, stops)
+        code = run_until_stopped(w, backend, float(sys.argv[1]), False, None, stops)
     finally:
         stops.retire()  # as the console script does: the process ends now
+    exit_process(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

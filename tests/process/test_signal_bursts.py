@@ -32,8 +32,9 @@ SHUTDOWN_TIMEOUT = 1.0
 SLACK = 1.0
 
 
-def _trial(seed: int, logs: Path) -> str:
-    """One process, one burst; what went wrong, or ''."""
+def _trial(seed: int, logs: Path) -> tuple[str, float, int | None]:
+    """One process, one burst: what went wrong (or ''), how long it took to end after
+    its first signal, and its exit code."""
     rng = random.Random(seed)
     log = logs / f"child-{seed}.log"
     with log.open("w") as err:
@@ -47,7 +48,7 @@ def _trial(seed: int, logs: Path) -> str:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         if not ready or proc.stdout.readline().strip() != b"ready":
-            return f"seed {seed}: never ready: {log.read_text()[-500:]}"
+            return f"seed {seed}: never ready: {log.read_text()[-500:]}", 0.0, None
         time.sleep(rng.uniform(0, 0.05))
         burst = Burst.random(rng)
         first = burst.send(proc.pid)
@@ -57,15 +58,15 @@ def _trial(seed: int, logs: Path) -> str:
             late = time.monotonic() - first
             proc.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
             time.sleep(0.5)
-            return (
-                f"seed {seed}: alive {late:.2f}s after the first of {len(burst.signals)} "
-                f"signals: {log.read_text()[-3000:]}"
-            )
+            stacks = log.read_text()[-3000:]
+            n = len(burst.signals)
+            return f"seed {seed}: alive {late:.2f}s after the first of {n}: {stacks}", late, None
+        took = time.monotonic() - first
         if code == 130 and len(burst.signals) == 1:
-            return f"seed {seed}: one signal stopped it at once"
+            return f"seed {seed}: one signal stopped it at once", took, code
         if code not in (0, 130):
-            return f"seed {seed}: exit {code}: {log.read_text()[-500:]}"
-        return ""
+            return f"seed {seed}: exit {code}: {log.read_text()[-500:]}", took, code
+        return "", took, code
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -80,5 +81,13 @@ def test_bursts_of_signals_at_random_spacings_end_every_worker_loop_in_time(
     base = int(os.environ.get("QUEUEY_TEST_SEED", time.time_ns() % 1_000_000))
     seeds = [base + i for i in range(TRIALS)]
     with ThreadPoolExecutor(4) as pool:
-        problems = [p for p in pool.map(lambda s: _trial(s, tmp_path), seeds) if p]
+        outcomes = list(pool.map(lambda s: _trial(s, tmp_path), seeds))
+    problems = [p for p, _, _ in outcomes if p]
+    print(
+        f"\n{TRIALS} trials (seeds from {base}): "
+        f"{sum(c == 130 for _, _, c in outcomes)} stopped at once, "
+        f"{sum(c == 0 for _, _, c in outcomes)} drained; slowest end "
+        f"{max(t for _, t, _ in outcomes):.2f}s after the first signal "
+        f"(deadline {SHUTDOWN_TIMEOUT + SLACK:g}s)"
+    )
     assert not problems, f"{len(problems)} of {TRIALS} trials (seeds from {base}): {problems[:5]}"

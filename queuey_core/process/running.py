@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("queuey.worker")
 
 #: How long stopping at once waits for the log lines to be written before it exits.
-LOG_FLUSH_LIMIT = 0.5
+LOG_FLUSH_LIMIT = 0.25
 #: The longest the main loop sleeps between looks at the deadline.
 TICK = 0.2
 
@@ -132,7 +132,8 @@ def run_until_stopped(
                 stopping.apply(what)
             if time.monotonic() > stopping.deadline:
                 stop_now(w, f"shutdown took longer than {shutdown_timeout:g}s")
-            requests.wait(TICK)
+            # Woken by any request at once; by the deadline on time.
+            requests.wait(min(TICK, max(0.0, stopping.deadline - time.monotonic())))
         thread.join()
     finally:
         if own:

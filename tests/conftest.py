@@ -106,3 +106,15 @@ def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
         yield env
     finally:
         env.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (minutes of real processes: tests/process/test_signal_bursts.py,
+    tests/integration/test_stopping.py) run only with ``QUEUEY_TEST_SLOW=1``, so that
+    the suite's time does not grow for everyone; CI sets it."""
+    if os.environ.get("QUEUEY_TEST_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: set QUEUEY_TEST_SLOW=1 to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -12,6 +12,7 @@ from tests.harness import (
     BROKER_PORT,
     MemoryEnv,
     RabbitEnv,
+    SqliteEnv,
     WorkerEnv,
     broker_reachable,
 )
@@ -71,12 +72,17 @@ def require_broker() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("rabbitmq", marks=pytest.mark.integration)]
+)
 def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
-    """The environment a worker test runs in: memory + manual clock, or real RabbitMQ."""
+    """The environment a worker test runs in: memory or a SQLite file + manual clock, or
+    real RabbitMQ."""
     env: WorkerEnv
     if request.param == "memory":
         env = MemoryEnv()
+    elif request.param == "sqlite":
+        env = SqliteEnv()
     else:
         require_broker()
         env = RabbitEnv()

@@ -6,12 +6,20 @@ modules, one duty each: :mod:`.options` (the URL), :mod:`.schema` (the tables),
 :mod:`.dead` (the SQL of jobs and dead letters), :mod:`.writes` (multi-statement
 writes), :mod:`.consumer` (subscriptions and deliveries), :mod:`.pump` (the thread),
 :mod:`.control` (``queuey workers``) and :mod:`.schedules` (the scheduler's state and
-election).
+election). The backend is imported on first use: the settings read the URL through
+:mod:`.options` alone.
 """
 
 from __future__ import annotations
 
-from queuey_core.backends.sqlite.backend import SqliteBackend
+from typing import TYPE_CHECKING
+
+from queuey_core._lazy import lazy_exports
 from queuey_core.backends.sqlite.options import SqliteOptions, is_sqlite_url, parse_url
+
+if TYPE_CHECKING:
+    from queuey_core.backends.sqlite.backend import SqliteBackend
+
+__getattr__ = lazy_exports(__name__, {"SqliteBackend": "queuey_core.backends.sqlite.backend"})
 
 __all__ = ["SqliteBackend", "SqliteOptions", "is_sqlite_url", "parse_url"]

@@ -183,29 +183,16 @@ class Database:
 
 
 def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Create the schema in an empty file; refuse another program's or a newer one."""
+    """Create the schema in an empty file; refuse another program's or a newer one.
+
+    A file with the schema is only read (a worker starting while another process
+    writes does not wait for the write lock); an empty one is created under it.
+    """
+    if _check_tables(conn, path):
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        }
-        if "queuey_schema" in tables:
-            version = conn.execute("SELECT max(version) FROM queuey_schema").fetchone()[0]
-            if version is None or version > SCHEMA_VERSION:
-                raise SqliteError(
-                    f"{path}: written by a newer queuey (schema version {version}; this "
-                    f"queuey reads up to {SCHEMA_VERSION}): upgrade queuey to use it"
-                )
-        elif tables:
-            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-            raise SqliteError(
-                f"{path}: is a database of another program (tables: {shown}); "
-                "give queuey a file of its own"
-            )
-        else:
+        if not _check_tables(conn, path):
             for statement in SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO queuey_schema (version) VALUES (?)", (SCHEMA_VERSION,))
@@ -214,6 +201,31 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _check_tables(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the file has queuey's schema (False: it is empty); refuses the others."""
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "queuey_schema" in tables:
+        version = conn.execute("SELECT max(version) FROM queuey_schema").fetchone()[0]
+        if version is None or version > SCHEMA_VERSION:
+            raise SqliteError(
+                f"{path}: written by a newer queuey (schema version {version}; this "
+                f"queuey reads up to {SCHEMA_VERSION}): upgrade queuey to use it"
+            )
+        return True
+    if tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise SqliteError(
+            f"{path}: is a database of another program (tables: {shown}); "
+            "give queuey a file of its own"
+        )
+    return False
 
 
 def explain(exc: sqlite3.Error, busy_timeout: float) -> str:

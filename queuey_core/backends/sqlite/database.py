@@ -158,6 +158,11 @@ class Database:
             raise SqliteError(f"{path}: directory {parent} does not exist (create it first)")
         if os.path.isdir(path):
             raise SqliteError(f"{path}: is a directory, not a database file")
+        # SQLite would only say "unable to open": it needs the -wal and -shm files too.
+        if not os.access(parent, os.W_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)
+        ):
+            raise SqliteError(f"{path}: {_READ_ONLY}")
         try:
             conn = sqlite3.connect(
                 path,
@@ -228,6 +233,11 @@ def _check_tables(conn: sqlite3.Connection, path: str) -> bool:
     return False
 
 
+_READ_ONLY = (
+    "is read-only: queuey writes to the file and to its directory (for the -wal and -shm files)"
+)
+
+
 def explain(exc: sqlite3.Error, busy_timeout: float) -> str:
     """What a ``sqlite3`` error means for a queuey file, in a few words, one line."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -240,10 +250,7 @@ def explain(exc: sqlite3.Error, busy_timeout: float) -> str:
     if "not a database" in lowered:
         return "is not a SQLite database; give queuey a file of its own"
     if "readonly" in lowered or "read-only" in lowered:
-        return (
-            "is read-only: queuey writes to the file and to its directory "
-            "(for the -wal and -shm files)"
-        )
+        return _READ_ONLY
     if "disk is full" in lowered or "full" in lowered:
         return "the disk is full (or the file reached its size limit): nothing was written"
     if "unable to open" in lowered:

@@ -279,3 +279,22 @@ def test_bad_urls_are_config_errors() -> None:
             parse_url(bad)
     assert parse_url("sqlite:////abs/q.db?lease=3").path == "/abs/q.db"
     assert parse_url("sqlite:///rel/q.db").lease == 5.0
+
+
+def test_a_full_file_refuses_the_job_it_cannot_hold_and_keeps_the_others(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    backend = make()
+    backend._db._conn.execute("PRAGMA max_page_count = 40")  # a disk of 160 kB
+    said_yes = 0
+    refused: NotEnqueuedError | None = None
+    for _ in range(10_000):
+        try:
+            backend.publish(envelope("x" * 2000))
+        except NotEnqueuedError as exc:
+            refused = exc
+            break
+        said_yes += 1
+    assert refused is not None, "the file never filled"
+    assert "disk is full" in str(refused)
+    assert backend.counts([Q.name])[Q.name][0].ready == said_yes

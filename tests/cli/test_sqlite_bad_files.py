@@ -20,7 +20,6 @@ import pytest
 
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.schema import SCHEMA_VERSION
-from queuey_core.errors import NotEnqueuedError
 from tests.cli.test_one_line_errors import PAYLOAD, queuey
 
 CONFIG = """
@@ -163,21 +162,3 @@ def test_a_full_disk_refuses_the_job_it_cannot_hold_and_keeps_the_others(
             pytest.fail("the disk never filled")
         assert said_yes > 0
         assert in_file(db) == said_yes, "every job said enqueued is in the file, no other"
-
-
-def test_a_full_file_by_max_page_count_refuses_and_keeps_the_others(tmp_path: Path) -> None:
-    backend = SqliteBackend(f"sqlite:///{tmp_path}/q.db")
-    try:
-        from queuey_core import QueueConfig
-        from tests.test_sqlite_backend import envelope
-
-        backend.declare([QueueConfig("jobs", prefetch=2, max_priority=5)])
-        backend._db._conn.execute("PRAGMA max_page_count = 40")
-        said_yes = 0
-        with pytest.raises(NotEnqueuedError, match="disk is full"):
-            for _ in range(10_000):
-                backend.publish(envelope("x" * 2000))
-                said_yes += 1
-        assert backend.counts(["jobs"])["jobs"][0].ready == said_yes
-    finally:
-        backend.close()

@@ -16,7 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from queuey_core.backends.sqlite import SqliteBackend
+
+pytestmark = pytest.mark.processes
 
 JOBS_PER_PRODUCER = 150
 

@@ -22,6 +22,8 @@ from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.schema import SCHEMA_VERSION
 from tests.cli.test_one_line_errors import PAYLOAD, queuey
 
+pytestmark = pytest.mark.processes
+
 CONFIG = """
 [queues.alpha]
 prefetch = 4

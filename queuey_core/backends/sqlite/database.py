@@ -104,6 +104,16 @@ class Database:
             except sqlite3.Error as exc:
                 raise self.error(exc) from None
 
+    def wal_signature(self) -> tuple[int, int, int] | None:
+        """The WAL file's inode, size and modification time: every commit of any process
+        writes to it, and a ``stat`` costs less than a statement (the idle worker's
+        look). None when it cannot be read."""
+        try:
+            st = os.stat(self.path + "-wal")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
     def close(self) -> None:
         """Close the connection; idempotent."""
         with self._lock:

@@ -3,8 +3,11 @@ serves its control requests, and otherwise sleeps.
 
 It never spins. It wakes when this process publishes or settles (an event), when a
 delay or another worker's lease ends (a timer on the injected clock), and every
-``poll`` seconds to look at ``PRAGMA data_version``, which changes only when another
-process committed: an idle worker costs one cheap pragma per poll. Owns: when to look
+``poll`` seconds to ``stat`` the WAL file, which every commit of any process writes
+to; ``PRAGMA data_version`` (which changes only when another connection committed) is
+read when the WAL changed, and at least every :data:`VERSION_EVERY` seconds in case a
+commit left the WAL's size and time as they were. An idle worker costs one ``stat``
+per poll. Owns: when to look
 and when to renew. Must never: hold a delivery's lease past its renewal time while
 alive, or take the file's lock longer than one short transaction.
 """
@@ -24,6 +27,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The longest (s) between two reads of ``PRAGMA data_version`` when the WAL looks
+#: unchanged.
+VERSION_EVERY = 1.0
 #: After this long (s) of the file failing every look, the consumers end.
 GIVE_UP_AFTER = 60.0
 
@@ -46,6 +52,8 @@ class Pump:
         self._timer_due: int | None = None
         self._due: int | None = None
         self._version: int | None = None
+        self._wal: tuple[int, int, int] | None = None
+        self._next_version = 0.0
         self._next_renewal = 0.0
         self._failing_since: float | None = None
 
@@ -99,10 +107,15 @@ class Pump:
         if time.monotonic() >= self._next_renewal:
             self._next_renewal = time.monotonic() + self._renew_every
             backend._renew()
-        version = backend._db.data_version()
+        changed = False
+        wal = backend._db.wal_signature()
+        if wal is None or wal != self._wal or time.monotonic() >= self._next_version:
+            self._wal = wal
+            self._next_version = time.monotonic() + VERSION_EVERY
+            version = backend._db.data_version()
+            changed = version != self._version
+            self._version = version
         now = self._clock.wall_ms()
-        changed = version != self._version
-        self._version = version
         due = self._due is not None and now >= self._due
         if not (woken or changed or due):
             return False

@@ -43,7 +43,6 @@ def connect_error(error: BaseException, where: str) -> BackendError:
 NO_SERVER = 'to run without a server, set [broker] url = "sqlite:///queuey.db"'
 
 
-
 def _chain(error: BaseException) -> list[BaseException]:
     """``error`` and the errors pika wrapped in it (several deep), outermost first."""
     chain = [error]

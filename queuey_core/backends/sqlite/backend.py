@@ -24,14 +24,18 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from queuey_core.backends.base import (
+from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.capabilities import (
     AnyDeadLetter,
-    ConsumerEnded,
     ControlHandler,
     ControlServer,
+    DeadLetterTools,
+    Inspectable,
     Inspection,
+    PublishesEncoded,
     QueueCounts,
-    Sink,
+    SupportsControl,
+    SupportsSchedules,
 )
 from queuey_core.backends.sqlite import dead, messages
 from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscription
@@ -50,8 +54,15 @@ from queuey_core.worker.redelivery import MAX_REDELIVERIES
 logger = logging.getLogger(__name__)
 
 
-class SqliteBackend:
-    """A broker in a file. See the module docstring and docs/embedded.md."""
+class SqliteBackend(
+    DeadLetterTools, Inspectable, SupportsControl, SupportsSchedules, PublishesEncoded
+):
+    """A broker in a file. See the module docstring and docs/embedded.md.
+
+    Its capabilities are the class line: every one but :class:`ConnectionReporting` (a
+    file has no connection to lose) and :class:`EarlyAck` (a settle is one short
+    commit).
+    """
 
     def __init__(self, url: str | SqliteOptions, *, clock: Clock | None = None) -> None:
         self.options = parse_url(url) if isinstance(url, str) else url

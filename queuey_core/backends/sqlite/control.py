@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from queuey_core.backends.base import ControlHandler
+from queuey_core.backends.capabilities import ControlHandler
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.clock import Clock
 

@@ -13,15 +13,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from queuey_core.backends.base import (
-    AnyDeadLetter,
-    DeadLetter,
-    UndecodableDeadLetter,
-    preview,
-    printable,
-)
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, UndecodableDeadLetter
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError
+from queuey_core.text import ascii_printable, body_preview
 
 #: The longest reason kept, as on RabbitMQ's ``x-queuey-reason`` header.
 MAX_REASON = 2000
@@ -46,7 +41,7 @@ def add(conn: sqlite3.Connection, dead: Dead) -> None:
         "INSERT INTO queuey_dead "
         "(queue, handle, reason, dead_at, attempt, delivered_from, decodable, body) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        dead._replace(reason=printable(dead.reason, MAX_REASON)),
+        dead._replace(reason=ascii_printable(dead.reason, MAX_REASON)),
     )
 
 
@@ -69,7 +64,7 @@ def _dead_letter(
         envelope = Envelope.decode(body)
     except DecodeError as exc:
         return UndecodableDeadLetter(
-            preview(bytes(body)), str(exc), reason, dead_at, handle or f"#{position}"
+            body_preview(bytes(body)), str(exc), reason, dead_at, handle or f"#{position}"
         )
     return DeadLetter(envelope, reason, dead_at, handle)
 

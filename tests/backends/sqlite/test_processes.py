@@ -29,11 +29,11 @@ def test_three_workers_two_producers_and_a_kill_9_balance_the_books(tmp_path: Pa
     url = f"sqlite:///{tmp_path}/q.db?lease=1"
     ledger, ids = tmp_path / "ledger", tmp_path / "ids"
     ledger.touch()
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
 
     def spawn(*args: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.sqlite_procs", *args],
+            [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
             cwd=root,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

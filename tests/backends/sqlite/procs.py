@@ -1,8 +1,8 @@
-"""The processes of the many-processes test on one SQLite file (test_sqlite_processes).
+"""The processes of the many-processes test on one SQLite file (test_processes).
 
-``python -m tests.sqlite_procs worker URL LEDGER``: a worker that appends
+``python -m tests.backends.sqlite.procs worker URL LEDGER``: a worker that appends
 ``<pid> <job_id>`` to LEDGER as each job starts, until SIGTERM.
-``python -m tests.sqlite_procs produce URL IDS N``: enqueues N jobs in batches, and
+``python -m tests.backends.sqlite.procs produce URL IDS N``: enqueues N jobs in batches, and
 appends each batch's job ids to IDS once the batch is committed.
 """
 

@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.processes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def closed_port() -> int:

@@ -28,7 +28,7 @@ from queuey_core import (
     QueueConfig,
     UnroutableError,
 )
-from queuey_core.backends.base import DeadLetter, SupportsControl
+from queuey_core.backends.capabilities import DeadLetter, SupportsControl
 from queuey_core.backends.sqlite import SqliteBackend, parse_url
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.errors import ConfigError

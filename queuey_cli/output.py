@@ -504,7 +504,7 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
 
 
 def _rich_handler() -> logging.Handler:
-    """A :class:`LiteralRichHandler` on :data:`err`."""
+    """A ``LiteralRichHandler`` on :data:`err`."""
     handler: logging.Handler = _literal_rich_handler()(
         console=console_of(err), show_path=False, markup=False, rich_tracebacks=False
     )

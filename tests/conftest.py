@@ -1,22 +1,27 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from queuey_core import ManualClock, MemoryBackend, Producer, QueueSet
-from tests.harness import (
-    BROKER_HOST,
-    BROKER_PORT,
-    MemoryEnv,
-    RabbitEnv,
-    SqliteEnv,
-    WorkerEnv,
-    broker_reachable,
-)
-from tests.support import Recorder, seed_queues
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from tests.harness import BROKER_HOST
+from tests.harness import BROKER_PORT
+from tests.harness import Memory
+from tests.harness import MemoryEnv
+from tests.harness import RabbitEnv
+from tests.harness import SqliteEnv
+from tests.harness import WorkerEnv
+from tests.harness import broker_reachable
+from tests.support import Recorder
+from tests.support import seed_queues
 
 # CI explores the same examples every run, so a red build always reproduces.
 settings.register_profile("ci", derandomize=True, deadline=None)
@@ -42,6 +47,23 @@ def backend(clock: ManualClock) -> MemoryBackend:
 @pytest.fixture
 def producer(backend: MemoryBackend, queues: QueueSet, clock: ManualClock) -> Producer:
     return Producer(backend, queues, clock=clock)
+
+
+@pytest.fixture
+def mem(backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock) -> Memory:
+    return Memory(backend, producer, queues, clock)
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a queuey.toml with the given text and return its path."""
+
+    def write(text: str) -> Path:
+        path = tmp_path / "queuey.toml"
+        path.write_text(text)
+        return path
+
+    return write
 
 
 @pytest.fixture

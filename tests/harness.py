@@ -1,5 +1,5 @@
-"""Where the seed's worker tests run: in memory or on a SQLite file on a manual clock, or
-on a real RabbitMQ.
+"""Where the seed's worker tests run: in memory or on a SQLite file on a manual clock,
+or on a real RabbitMQ.
 
 Both environments offer the same handful of things the tests use: a backend that can
 be inspected (acked, dead letters, pending, held), the clock to give the worker, and
@@ -16,27 +16,30 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import NamedTuple
 from typing import Protocol
 
 import pika
 
-from queuey_core import (
-    Backend,
-    Clock,
-    ConsumerEnded,
-    DeadLetter,
-    Delivery,
-    Envelope,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    SystemClock,
-)
-from queuey_core.backends.base import Sink, Subscription
-from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterTools, require
+from queuey_core import Backend
+from queuey_core import Clock
+from queuey_core import ConsumerEnded
+from queuey_core import DeadLetter
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import SystemClock
+from queuey_core.backends.base import Sink
+from queuey_core.backends.base import Subscription
+from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from tests.support import seed_queues
@@ -56,6 +59,16 @@ def broker_reachable(host: str = BROKER_HOST, port: int = BROKER_PORT) -> bool:
             return True
     except OSError:
         return False
+
+
+class Memory(NamedTuple):
+    """The in-memory world of a unit test, from the fixtures of the same names: one
+    fixture (``mem``) for the tests that want all four, unpacked on their first line."""
+
+    backend: MemoryBackend
+    producer: Producer
+    queues: QueueSet
+    clock: ManualClock
 
 
 class Inspectable(Backend, DeadLetterTools, Protocol):
@@ -196,40 +209,56 @@ class RecordingSqlite(Recording):
         return self.sqlite.closed
 
 
-class _Recorded:
-    def __init__(self, owner: Recording, inner: Delivery) -> None:
-        self._owner = owner
-        self._inner = inner
+class PassingDelivery:
+    """A delivery that passes everything to ``inner``: subclasses change what they test."""
+
+    def __init__(self, inner: Delivery) -> None:
+        self.inner = inner
 
     @property
     def envelope(self) -> Envelope:
-        return self._inner.envelope
+        return self.inner.envelope
 
     @property
     def queue(self) -> str:
-        return self._inner.queue
+        return self.inner.queue
 
     @property
     def redelivered(self) -> bool:
-        return self._inner.redelivered
+        return self.inner.redelivered
 
     def is_stale(self) -> bool:
-        return self._inner.is_stale()
+        return self.inner.is_stale()
 
     def ack(self) -> None:
-        self._inner.ack()
-        self._owner.record(self._inner.envelope)
+        self.inner.ack()
 
     def dead_letter(self, reason: str) -> None:
-        self._inner.dead_letter(reason)
+        self.inner.dead_letter(reason)
 
     def retry(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.retry(next_envelope, delay)
-        self._owner.record(self._inner.envelope)
+        self.inner.retry(next_envelope, delay)
 
     def defer(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.defer(next_envelope, delay)
-        self._owner.record(self._inner.envelope)
+        self.inner.defer(next_envelope, delay)
+
+
+class _Recorded(PassingDelivery):
+    def __init__(self, owner: Recording, inner: Delivery) -> None:
+        super().__init__(inner)
+        self._owner = owner
+
+    def ack(self) -> None:
+        super().ack()
+        self._owner.record(self.inner.envelope)
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        super().retry(next_envelope, delay)
+        self._owner.record(self.inner.envelope)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        super().defer(next_envelope, delay)
+        self._owner.record(self.inner.envelope)
 
 
 class WorkerEnv:

@@ -36,3 +36,18 @@ class FakeConnection:
 
     def channel(self, on_open_callback: Callable[[Any], None]) -> None:
         self.opening.append(on_open_callback)
+
+
+class HeldTimers:
+    """A link's timers kept for the test to fire, instead of run on pika's I/O loop."""
+
+    timers: list[tuple[float, Callable[[], None]]]
+
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        self.timers.append((delay, fn))
+
+    def fire(self) -> None:
+        """Run every timer set so far, whatever its delay (as if all had come due)."""
+        timers, self.timers = self.timers, []
+        for _, fn in timers:
+            fn()

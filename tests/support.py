@@ -6,20 +6,23 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar
+from typing import Protocol
+from typing import TypeVar
 
-from queuey_core import (
-    Backoff,
-    Handler,
-    Job,
-    JobContext,
-    ManualClock,
-    QueueConfig,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-    WorkerHandle,
-)
+from queuey_core import Backoff
+from queuey_core import Deferred
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from queuey_core import WorkerHandle
 
 ALPHA = "test.alpha"
 BETA = "test.beta"
@@ -122,6 +125,18 @@ class Recorder:
         return Handler(job_type, checked)
 
 
+def act_out(name: str, ctx: JobContext, *, defer: float = 30) -> None:
+    """Raise the outcome a job's name asks for: ``flaky`` fails its first attempt
+    (Retryable), ``doomed`` is fatal, ``snooze`` is deferred once by ``defer`` seconds;
+    any other name succeeds."""
+    if name == "flaky" and ctx.attempt == 1:
+        raise Retryable("flaky failure")
+    if name == "doomed":
+        raise Fatal("cannot ever work")
+    if name == "snooze" and ctx.deferrals == 0:
+        raise Deferred(defer, "rate limited")
+
+
 def noop(job_type: type[J]) -> Handler[J]:
     return Handler(job_type, lambda _job, _ctx: None)
 
@@ -149,25 +164,32 @@ class _Waits(Protocol):
     def wait_for(self, cond: Callable[[], bool], timeout: float = ...) -> None: ...
 
 
-class Running:
+class OnThread:
+    """``run()`` on a daemon thread of its own; what it raised is kept in ``error``."""
+
+    def __init__(self, run: Callable[[], object], name: str) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(run,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, run: Callable[[], object]) -> None:
+        try:
+            run()
+        except BaseException as exc:
+            self.error = exc
+
+
+class Running(OnThread):
     """A worker running on its own thread, like the seed's spawned task."""
 
     def __init__(self, worker: Worker, time: ManualClock | _Waits | None) -> None:
         self.worker = worker
         self.handle: WorkerHandle = worker.handle
         self._time = time
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.worker.run()
-        except BaseException as exc:
-            self.error = exc
+        super().__init__(worker.run, "test-worker")
 
     def is_finished(self) -> bool:
-        return not self._thread.is_alive()
+        return not self.thread.is_alive()
 
     def join(self) -> BaseException | None:
         """Wait for run() to return (advancing the clock), and return what it raised."""

@@ -5,20 +5,20 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from queuey_core import MemoryBackend, MissingCapabilityError
-from queuey_core.backends.capabilities import (
-    ConnectionReporting,
-    DeadLetterTools,
-    EarlyAck,
-    Inspectable,
-    PublishesEncoded,
-    SupportsControl,
-    SupportsSchedules,
-    acks_early,
-    require,
-)
+from queuey_core import MemoryBackend
+from queuey_core import MissingCapabilityError
+from queuey_core.backends.capabilities import ConnectionReporting
+from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import EarlyAck
+from queuey_core.backends.capabilities import Inspectable
+from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.capabilities import SupportsControl
+from queuey_core.backends.capabilities import SupportsSchedules
+from queuey_core.backends.capabilities import acks_early
+from queuey_core.backends.capabilities import require
 from queuey_core.backends.memory import _MemoryDelivery
-from queuey_core.backends.open import OPENERS, open_backend
+from queuey_core.backends.open import OPENERS
+from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
 from queuey_core.errors import ConfigError

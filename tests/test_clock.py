@@ -6,7 +6,8 @@ import gc
 import threading
 import weakref
 
-from queuey_core import ManualClock, SystemClock
+from queuey_core import ManualClock
+from queuey_core import SystemClock
 
 
 class _Payload:

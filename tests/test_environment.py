@@ -10,9 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import ConfigError, environment
-from queuey_core.environment import setting_variables, unknown_variables
-from queuey_core.settings import Settings, load_settings
+from queuey_core import ConfigError
+from queuey_core import environment
+from queuey_core.environment import setting_variables
+from queuey_core.environment import unknown_variables
+from queuey_core.settings import Settings
+from queuey_core.settings import load_settings
 
 SHIPPED = Path(__file__).resolve().parents[1] / "queuey.toml"
 TABLES = {"queues": {"alpha": {"prefetch": 8}, "beta": {}}}

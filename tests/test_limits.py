@@ -8,29 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from queuey_core import Backoff, ConfigError, Deferred, QueueConfig
+from queuey_core import Backoff
+from queuey_core import ConfigError
+from queuey_core import Deferred
+from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.limits import (
-    MAX_DELAY_MS,
-    MAX_DELAY_SECONDS,
-    MAX_QUEUE_NAME_BYTES,
-    MAX_SHORT_STRING_BYTES,
-    check_delay,
-    check_positive,
-)
+from queuey_core.limits import MAX_DELAY_MS
+from queuey_core.limits import MAX_DELAY_SECONDS
+from queuey_core.limits import MAX_QUEUE_NAME_BYTES
+from queuey_core.limits import MAX_SHORT_STRING_BYTES
+from queuey_core.limits import check_delay
+from queuey_core.limits import check_positive
 from queuey_core.settings import load_settings
 
 SECRET = "S3cr3tPw!#1"
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Callable[[str], Path]:
-    def write(text: str) -> Path:
-        path = tmp_path / "queuey.toml"
-        path.write_text(text)
-        return path
-
-    return write
 
 
 def refusal(path: Path) -> str:
@@ -140,17 +131,17 @@ def test_a_queue_job_timeout_must_be_positive_and_finite(timeout: float) -> None
     ],
 )
 def test_values_out_of_range_are_refused_naming_the_file_and_key(
-    config: Callable[[str], Path], text: str, key: str, problem: str
+    write_config: Callable[[str], Path], text: str, key: str, problem: str
 ) -> None:
-    path = config(text)
+    path = write_config(text)
     message = refusal(path)
     assert message.startswith(f"{path}: "), message
     assert key in message
     assert problem in message
 
 
-def test_values_at_the_limits_are_taken(config: Callable[[str], Path]) -> None:
-    path = config(
+def test_values_at_the_limits_are_taken(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
         "[queues.q]\nprefetch = 1\nmax_priority = 255\n"
         f"retry = {{ initial = 0.001, max = {MAX_DELAY_SECONDS} }}\n"
     )
@@ -159,9 +150,9 @@ def test_values_at_the_limits_are_taken(config: Callable[[str], Path]) -> None:
 
 
 def test_a_password_with_a_hash_is_refused_without_quoting_it(
-    config: Callable[[str], Path],
+    write_config: Callable[[str], Path],
 ) -> None:
-    message = refusal(config(f'[broker]\nurl = "amqp://guest:{SECRET}@127.0.0.1:5672/%2F"\n'))
+    message = refusal(write_config(f'[broker]\nurl = "amqp://guest:{SECRET}@127.0.0.1:5672/%2F"\n'))
     assert "broker.url" in message
     assert "percent-encode" in message
     assert "S3cr3t" not in message
@@ -176,16 +167,16 @@ def test_a_password_with_a_hash_is_refused_without_quoting_it(
     ],
 )
 def test_a_bad_management_url_is_refused_without_quoting_it(
-    config: Callable[[str], Path], url: str, problem: str
+    write_config: Callable[[str], Path], url: str, problem: str
 ) -> None:
-    message = refusal(config(f'[broker]\nmanagement_url = "{url}"\n'))
+    message = refusal(write_config(f'[broker]\nmanagement_url = "{url}"\n'))
     assert "broker.management_url" in message
     assert problem in message
     assert "S3cr3t" not in message
 
 
-def test_redacted_settings_mask_both_passwords(config: Callable[[str], Path]) -> None:
-    path = config(
+def test_redacted_settings_mask_both_passwords(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
         '[broker]\nurl = "amqps://app:br%23oker@rabbit:5671/prod"\n'
         'management_url = "https://admin:m%2Fgmt@rabbit:15671"\n'
     )
@@ -214,13 +205,13 @@ def test_redacted_settings_mask_both_passwords(config: Callable[[str], Path]) ->
     ],
 )
 def test_a_bad_environment_variable_is_named_not_the_file(
-    config: Callable[[str], Path],
+    write_config: Callable[[str], Path],
     monkeypatch: pytest.MonkeyPatch,
     name: str,
     value: str,
     expected: str,
 ) -> None:
-    path = config("[queues.default]\nprefetch = 4\n")
+    path = write_config("[queues.default]\nprefetch = 4\n")
     monkeypatch.setenv(name, value)
     message = refusal(path)
     assert message.startswith(expected), message
@@ -229,9 +220,9 @@ def test_a_bad_environment_variable_is_named_not_the_file(
 
 
 def test_file_and_environment_problems_are_each_named(
-    config: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+    write_config: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = config("[queues.default]\nprefetch = 0\n")
+    path = write_config("[queues.default]\nprefetch = 0\n")
     monkeypatch.setenv("QUEUEY_WORKER__SHUTDOWN_TIMEOUT", "0")
     message = refusal(path)
     assert f"{path}: queues.default.prefetch" in message

@@ -8,7 +8,13 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queuey_core import Backoff, BackoffKind, DecodeError, Envelope, GiveUp, Retry, RetryPolicy
+from queuey_core import Backoff
+from queuey_core import BackoffKind
+from queuey_core import DecodeError
+from queuey_core import Envelope
+from queuey_core import GiveUp
+from queuey_core import Retry
+from queuey_core import RetryPolicy
 
 delays = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
 multipliers = st.floats(min_value=1.0, max_value=10.0, allow_nan=False)

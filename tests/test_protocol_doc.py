@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from queuey_core import Envelope, QueueConfig
+from queuey_core import Envelope
+from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.queues import QueueKind

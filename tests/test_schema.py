@@ -18,8 +18,12 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import DecodeError, Envelope, Job
-from queuey_core.schema import envelope_schema, payload_schema, schema_text
+from queuey_core import DecodeError
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core.schema import envelope_schema
+from queuey_core.schema import payload_schema
+from queuey_core.schema import schema_text
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schema"
 EXAMPLES: list[type[Job]] = [

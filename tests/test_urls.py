@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example
+from hypothesis import given
 from hypothesis import strategies as st
 
-from queuey_core.urls import REDACTED, check_url, redact
+from queuey_core.urls import REDACTED
+from queuey_core.urls import check_url
+from queuey_core.urls import redact
 
 #: A user name as people write them: no ":" (it ends the name) and no "@", "/", "?", "#".
 users = st.text(st.characters(exclude_characters=":@/?#"), max_size=12)

@@ -163,13 +163,13 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             self._push(q, _Raw(bytes(body), message_id), next(self._seq))
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`Backend.list_dead_letters`."""
+        """See :meth:`DeadLetterTools.list_dead_letters`."""
         with self._lock:
             dead = _with_positions(self._queue(queue).dead)
         return dead if limit is None else dead[:limit]
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: undecodable ones stay."""
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
         wanted = None if job_ids is None else set(job_ids)
         with self._lock:
             self._check_open()
@@ -188,7 +188,7 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             return moved
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`Backend.delete_dead_letters`."""
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
         wanted = set(handles)
         with self._lock:
             self._check_open()
@@ -202,7 +202,7 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             return deleted
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`Backend.purge_dead_letters`."""
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
         with self._lock:
             q = self._queue(queue)
             purged = len(q.dead)

@@ -8,23 +8,28 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    ConsumerEnded,
-    ConsumerStoppedError,
-    Delivery,
-    Envelope,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    UnroutableError,
-    Worker,
-)
-from tests.support import ALPHA, GAMMA, Greet, Nudge, Recorder, start, wait_for
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import ConsumerEnded
+from queuey_core import ConsumerStoppedError
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import UnroutableError
+from queuey_core import Worker
+from tests.harness import Memory
+from tests.support import ALPHA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Nudge
+from tests.support import Recorder
+from tests.support import start
+from tests.support import wait_for
 
 
 def collect() -> tuple[list[Delivery | ConsumerEnded], Callable[[Delivery | ConsumerEnded], None]]:
@@ -178,12 +183,9 @@ def test_a_requeued_dead_letter_starts_again_at_attempt_one(
 
 
 def test_every_job_event_is_logged_with_the_job_identity(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    mem: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = Recorder()
 
     def handle(job: Greet, ctx: JobContext) -> None:

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from queuey_core import DeadLetter, Envelope
-from queuey_core.backends.capabilities import Inspection, QueueCounts
+from queuey_core import DeadLetter
+from queuey_core import Envelope
+from queuey_core.backends.capabilities import Inspection
+from queuey_core.backends.capabilities import QueueCounts
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 
@@ -31,18 +34,6 @@ prefetch = 1
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
-
-
-@pytest.fixture
-def write_config(tmp_path: Path) -> Callable[[str], Path]:
-    """Write a queuey.toml with the given text and return its path."""
-
-    def write(text: str) -> Path:
-        path = tmp_path / "queuey.toml"
-        path.write_text(text)
-        return path
-
-    return write
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 import queuey_core
 from queuey_cli.main import app
 from queuey_core.handlers import discover
-from tests.cli.conftest import BASE, UNREACHABLE
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
 
 
 def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:
@@ -31,6 +32,13 @@ def one_error_line(stderr: str) -> str:
     assert len(lines) == 1, f"expected one line, got {lines}"
     assert lines[0].startswith("error: ")
     return lines[0]
+
+
+def refused(runner: CliRunner, *args: str) -> str:
+    """The one error line of a command that exits 2."""
+    code, _, err = run(runner, *args)
+    assert code == 2
+    return one_error_line(err)
 
 
 def test_version(runner: CliRunner) -> None:
@@ -72,9 +80,7 @@ def test_a_broken_config_names_the_file_and_the_key(
     runner: CliRunner, write_config: Callable[[str], Path], text: str, expected: str
 ) -> None:
     path = write_config(text)
-    code, _, err = run(runner, "--config", str(path), "handlers")
-    assert code == 2
-    line = one_error_line(err)
+    line = refused(runner, "--config", str(path), "handlers")
     assert str(path) in line
     assert expected in line
 
@@ -89,9 +95,7 @@ def test_a_job_bound_to_an_undeclared_queue_names_its_entry_point(
     runner: CliRunner, write_config: Callable[[str], Path]
 ) -> None:
     path = write_config(f'[broker]\nurl = "{UNREACHABLE}"\n[queues.other]\n')
-    code, _, err = run(runner, "--config", str(path), "handlers")
-    assert code == 2
-    line = one_error_line(err)
+    line = refused(runner, "--config", str(path), "handlers")
     assert "'alpha'" in line
     assert "entry point 'examples'" in line
     assert "queuey-example-handlers" in line
@@ -159,9 +163,7 @@ def test_a_plugin_that_fails_to_import_stops_start_up_naming_it(
     runner: CliRunner, offline: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _fake_entry_points(monkeypatch, ("broken", "queuey_no_such_module:handlers"))
-    code, _, err = run(runner, "--config", str(offline), "handlers")
-    assert code == 2
-    line = one_error_line(err)
+    line = refused(runner, "--config", str(offline), "handlers")
     assert "entry point 'broken'" in line
     assert "failed to load" in line
 
@@ -174,9 +176,7 @@ def test_two_handlers_for_one_job_type_stop_start_up_naming_both(
         ("first", "queuey_example_handlers:greet"),
         ("second", "queuey_example_handlers:greet"),
     )
-    code, _, err = run(runner, "--config", str(offline), "handlers")
-    assert code == 2
-    line = one_error_line(err)
+    line = refused(runner, "--config", str(offline), "handlers")
     assert "'greet'" in line
     assert "entry point 'first'" in line
     assert "entry point 'second'" in line

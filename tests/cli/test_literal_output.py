@@ -16,15 +16,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_cli.output import (
-    JsonFormatter,
-    LineFormatter,
-    LiteralRichHandler,
-    LogFormat,
-    printable,
-    setup_logging,
-)
-from tests.cli.conftest import FakeBroker, dead_letter
+from queuey_cli.output import JsonFormatter
+from queuey_cli.output import LineFormatter
+from queuey_cli.output import LiteralRichHandler
+from queuey_cli.output import LogFormat
+from queuey_cli.output import printable
+from queuey_cli.output import setup_logging
+from tests.cli.conftest import FakeBroker
+from tests.cli.conftest import dead_letter
 
 ESC = "\x1b[31m"
 LONG = "x" * 300  # 300 bytes: longer than an AMQP short string

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import BASE, UNREACHABLE
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
 
 QUEUEY = str(Path(sys.executable).parent / "queuey")
 PAYLOAD = '{"name": "ada"}'

@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from tests.cli.conftest import BASE, UNREACHABLE
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
 
 GOOD = """
 [schedules.hello]

@@ -12,7 +12,8 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,10 @@ from queuey_cli import queues as queues_cmd
 from queuey_cli import watch
 from queuey_cli.main import app
 from queuey_cli.management import Unacked
-from queuey_core import BackendError, Envelope
-from queuey_core.backends.base import ConsumerEnded, Delivery
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core.backends.base import ConsumerEnded
+from queuey_core.backends.base import Delivery
 from queuey_core.backends.capabilities import Inspection
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.clock import ManualClock
@@ -248,6 +251,12 @@ def watching(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
     monkeypatch.setattr(queues_cmd, "monotonic", lambda: clock.now)
 
 
+def watching_backend(monkeypatch: pytest.MonkeyPatch, backend: object, *, stop_after: int) -> None:
+    """The watch samples ``backend``, and Ctrl-C comes after ``stop_after`` sleeps."""
+    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: backend)
+    watching(monkeypatch, Clock(stop_after=stop_after, between=lambda n: None))
+
+
 def test_watch_piped_prints_each_refresh_with_rates_and_ctrl_c_exits_0(
     runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,8 +308,7 @@ def test_watch_shows_a_lost_broker_and_keeps_asking_until_it_answers(
     runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     flaky = Flaky(memory)
-    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: flaky)
-    watching(monkeypatch, Clock(stop_after=4, between=lambda n: None))
+    watching_backend(monkeypatch, flaky, stop_after=4)
     code, out, err = run(runner, config, "queues", "--watch", "--interval", "1")
     assert code == 0, err
     assert flaky.calls == 4
@@ -319,8 +327,7 @@ def test_watch_on_a_terminal_keeps_the_last_counts_and_says_the_broker_is_lost(
     monkeypatch.setattr(watch, "is_terminal", lambda: True)
     publish(memory, 2)
     flaky = Flaky(memory)
-    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: flaky)
-    watching(monkeypatch, Clock(stop_after=3, between=lambda n: None))
+    watching_backend(monkeypatch, flaky, stop_after=3)
     code, out, err = run(runner, config, "queues", "--watch", "--interval", "1s")
     assert code == 0, err
     assert flaky.calls == 3, "samples 2 and 3 found the broker lost"
@@ -504,8 +511,7 @@ def test_watch_ends_on_ctrl_c_even_when_the_interrupt_is_turned_into_a_broker_er
     runner: CliRunner, config: Path, memory: KeptOpen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     swallows = SwallowsCtrlC(memory)
-    monkeypatch.setattr("queuey_cli.queues.backend", lambda settings: swallows)
-    watching(monkeypatch, Clock(stop_after=10, between=lambda n: None))
+    watching_backend(monkeypatch, swallows, stop_after=10)
     before = signal.getsignal(signal.SIGINT)
     code, out, err = run(runner, config, "queues", "--watch", "--interval", "1")
     assert code == 0, err

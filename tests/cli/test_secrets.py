@@ -9,15 +9,18 @@ import subprocess
 import sys
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_cli.management import endpoint, unacked
+from queuey_cli.management import endpoint
+from queuey_cli.management import unacked
 from tests.cli.conftest import FakeBroker
 
 #: Each holds a character that breaks naive URL parsing; "Zx9" and "Qw7" never appear

@@ -20,7 +20,8 @@ import pytest
 
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.schema import SCHEMA_VERSION
-from tests.cli.test_one_line_errors import PAYLOAD, queuey
+from tests.cli.test_one_line_errors import PAYLOAD
+from tests.cli.test_one_line_errors import queuey
 
 pytestmark = pytest.mark.processes
 

@@ -24,11 +24,16 @@ from queuey_cli import supervisor as supervisor_module
 from queuey_cli.main import app
 from queuey_cli.output import Exit
 from queuey_cli.supervised import SupervisorLink
-from queuey_cli.supervisor import Slot, Supervisor, describe_exit, restart_delay
+from queuey_cli.supervisor import Slot
+from queuey_cli.supervisor import Supervisor
+from queuey_cli.supervisor import describe_exit
+from queuey_cli.supervisor import restart_delay
 from queuey_core import QueueyError
-from queuey_core.settings import MAX_PROCESSES, Settings
+from queuey_core.settings import MAX_PROCESSES
+from queuey_core.settings import Settings
 from queuey_core.worker.hooks import JobInfo
-from tests.cli.conftest import BASE, UNREACHABLE
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
 from tests.support import wait_for
 
 # -- pure parts --------------------------------------------------------------------------

@@ -6,8 +6,13 @@ import threading
 
 from queuey_cli.output import Exit
 from queuey_cli.worker import _run
-from queuey_core import MemoryBackend, Worker
-from tests.support import ALPHA, Greet, noop, seed_queues, wait_for
+from queuey_core import MemoryBackend
+from queuey_core import Worker
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import noop
+from tests.support import seed_queues
+from tests.support import wait_for
 
 
 def test_a_worker_that_loses_the_broker_exits_3() -> None:

@@ -24,6 +24,29 @@ def run(runner: CliRunner, *args: str) -> tuple[int, str]:
     return result.exit_code, "\n".join(lines)
 
 
+def refused_variable(
+    runner: CliRunner, config: Path, command: str, variable: str, value: str
+) -> str:
+    """The error line of ``command`` run with ``variable`` set to ``value``: exit 2."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv(variable, value)
+        code, error = run(runner, "--config", str(config), command)
+    assert code == 2
+    return error
+
+
+def closes_its_server(runner: CliRunner, config: Path, command: str) -> None:
+    """``command --metrics-port`` on a free port, with a broker it cannot reach: exit 1,
+    and the port is free again (its metrics server was closed)."""
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port = probe.getsockname()[1]
+    code, error = run(runner, "--config", str(config), command, "--metrics-port", str(port))
+    assert code == 1, error
+    with socket.socket() as again:
+        again.bind(("0.0.0.0", port))
+
+
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     """A port something else listens on, on every interface (as the worker would)."""
@@ -42,12 +65,8 @@ def test_a_bad_metrics_port_option_is_a_usage_error(
     assert "--metrics-port" in error
 
 
-def test_a_bad_metrics_port_variable_names_it(
-    runner: CliRunner, offline: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("QUEUEY_WORKER__METRICS_PORT", "99999")
-    code, error = run(runner, "--config", str(offline), "worker")
-    assert code == 2
+def test_a_bad_metrics_port_variable_names_it(runner: CliRunner, offline: Path) -> None:
+    error = refused_variable(runner, offline, "worker", "QUEUEY_WORKER__METRICS_PORT", "99999")
     assert error.startswith("error: QUEUEY_WORKER__METRICS_PORT: worker.metrics_port:"), error
 
 
@@ -62,13 +81,7 @@ def test_a_taken_port_stops_the_worker_before_it_connects(
 def test_the_server_is_closed_when_the_broker_cannot_be_reached(
     runner: CliRunner, offline: Path
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        port = probe.getsockname()[1]
-    code, error = run(runner, "--config", str(offline), "worker", "--metrics-port", str(port))
-    assert code == 1, error
-    with socket.socket() as again:
-        again.bind(("0.0.0.0", port))  # free again: the worker's server was closed
+    closes_its_server(runner, offline, "worker")
 
 
 # -- queuey scheduler --metrics-port -----------------------------------------------------
@@ -92,22 +105,12 @@ def test_a_taken_port_stops_the_scheduler_before_it_connects(
     assert error == f"error: cannot serve metrics on 0.0.0.0:{taken_port}: Address already in use"
 
 
-def test_a_bad_scheduler_metrics_port_variable_names_it(
-    runner: CliRunner, scheduled: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("QUEUEY_SCHEDULER__METRICS_PORT", "-3")
-    code, error = run(runner, "--config", str(scheduled), "scheduler")
-    assert code == 2
+def test_a_bad_scheduler_metrics_port_variable_names_it(runner: CliRunner, scheduled: Path) -> None:
+    error = refused_variable(runner, scheduled, "scheduler", "QUEUEY_SCHEDULER__METRICS_PORT", "-3")
     assert error.startswith("error: QUEUEY_SCHEDULER__METRICS_PORT: scheduler.metrics_port:"), error
 
 
 def test_the_schedulers_server_is_closed_when_the_broker_cannot_be_reached(
     runner: CliRunner, scheduled: Path
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        port = probe.getsockname()[1]
-    code, error = run(runner, "--config", str(scheduled), "scheduler", "--metrics-port", str(port))
-    assert code == 1, error
-    with socket.socket() as again:
-        again.bind(("0.0.0.0", port))  # free again: the scheduler's server was closed
+    closes_its_server(runner, scheduled, "scheduler")

@@ -17,9 +17,16 @@ from typer.testing import CliRunner
 
 from queuey_cli import workers as workers_cli
 from queuey_cli.main import app
-from queuey_core import MemoryBackend, QueueConfig, QueueSet, Worker
-from queuey_core.control import VERSION, Command, ControlReply, worker_statuses
-from tests.support import start, wait_for
+from queuey_core import MemoryBackend
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlReply
+from queuey_core.control import worker_statuses
+from tests.support import start
+from tests.support import wait_for
 
 
 def run(*args: str) -> tuple[int, str, str]:

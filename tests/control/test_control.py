@@ -14,32 +14,35 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    Deferred,
-    Fatal,
-    Handler,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.control import (
-    VERSION,
-    Command,
-    ControlReply,
-    ControlRequest,
-    JobCounts,
-    Selection,
-    WorkerStatus,
-    ask,
-    shutdown_workers,
-    worker_statuses,
-)
-from queuey_core.errors import BackendError, DecodeError
-from tests.support import ALPHA, BETA, Greet, Orphan, Ping, noop, start, wait_for
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlReply
+from queuey_core.control import ControlRequest
+from queuey_core.control import JobCounts
+from queuey_core.control import Selection
+from queuey_core.control import WorkerStatus
+from queuey_core.control import ask
+from queuey_core.control import shutdown_workers
+from queuey_core.control import worker_statuses
+from queuey_core.errors import BackendError
+from queuey_core.errors import DecodeError
+from tests.harness import Memory
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Orphan
+from tests.support import Ping
+from tests.support import act_out
+from tests.support import noop
+from tests.support import start
+from tests.support import wait_for
 
 # -- documents --------------------------------------------------------------------------
 
@@ -96,14 +99,15 @@ def mixed_outcomes(clock: ManualClock) -> Callable[[Greet, JobContext], None]:
 
     def greet(job: Greet, ctx: JobContext) -> None:
         clock.sleep(1)
-        if job.name == "flaky" and ctx.attempt == 1:
-            raise Retryable("flaky failure")
-        if job.name == "doomed":
-            raise Fatal("cannot ever work")
-        if job.name == "snooze" and ctx.deferrals == 0:
-            raise Deferred(30, "rate limited")
+        act_out(job.name, ctx)
 
     return greet
+
+
+def enqueue_each_outcome(producer: Producer) -> None:
+    """One job of each name ``mixed_outcomes`` knows: ok, flaky, doomed, snooze."""
+    for name in ("ok", "flaky", "doomed", "snooze"):
+        producer.enqueue(Greet(name=name))
 
 
 def test_a_worker_reports_its_identity_queues_and_outcome_counts(
@@ -113,17 +117,10 @@ def test_a_worker_reports_its_identity_queues_and_outcome_counts(
     worker = Worker(
         backend, queues, [noop(Ping), Handler(Greet, greet)], consume=[ALPHA, BETA], clock=clock
     )
-    for name in ("ok", "flaky", "doomed", "snooze"):
-        producer.enqueue(Greet(name=name))
+    enqueue_each_outcome(producer)
     producer.enqueue(Ping(seq=1))
     producer.enqueue(Orphan(id=1))
-    running = start(worker, clock)
-    try:
-        _wait_serving(backend, 1)
-        wait_for(lambda: _status(backend).succeeded == 4, clock)
-        status = _status(backend)
-    finally:
-        running.stop()
+    status = _status_after(worker, backend, clock, succeeded=4)
 
     assert (status.host, status.pid) == (socket.gethostname(), os.getpid())
     assert status.id.startswith(f"{status.host}:{status.pid}:")
@@ -156,16 +153,9 @@ def test_job_counts_given_as_a_hook_count_as_the_workers_own(
         clock=clock,
         hooks=[counts],
     )
-    for name in ("ok", "flaky", "doomed", "snooze"):
-        producer.enqueue(Greet(name=name))
+    enqueue_each_outcome(producer)
     producer.enqueue(Orphan(id=1))
-    running = start(worker, clock)
-    try:
-        _wait_serving(backend, 1)
-        wait_for(lambda: _status(backend).succeeded == 3, clock)
-        status = _status(backend)
-    finally:
-        running.stop()
+    status = _status_after(worker, backend, clock, succeeded=3)
 
     mine = (counts.succeeded, counts.failed, counts.retried, counts.deferred)
     assert mine == (status.succeeded, status.failed, status.retried, status.deferred)
@@ -336,13 +326,9 @@ def test_a_worker_without_control_does_not_answer(
     ],
 )
 def test_a_hostile_control_message_is_logged_and_ignored(
-    body: bytes,
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    body: bytes, mem: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend, producer, queues, clock = mem
     running = start(Worker(backend, queues, [noop(Greet)], consume=[ALPHA], clock=clock), clock)
     try:
         _wait_serving(backend, 1)
@@ -398,6 +384,19 @@ def _status(backend: MemoryBackend) -> WorkerStatus:
     found = worker_statuses(backend, timeout=0)
     assert len(found) == 1, found
     return found[0]
+
+
+def _status_after(
+    worker: Worker, backend: MemoryBackend, clock: ManualClock, *, succeeded: int
+) -> WorkerStatus:
+    """Run the worker until it has run ``succeeded`` jobs: its status then."""
+    running = start(worker, clock)
+    try:
+        _wait_serving(backend, 1)
+        wait_for(lambda: _status(backend).succeeded == succeeded, clock)
+        return _status(backend)
+    finally:
+        running.stop()
 
 
 def _wait_serving(backend: MemoryBackend, workers: int) -> None:

@@ -12,7 +12,9 @@ from urllib.parse import urlsplit
 
 import pika
 
-from tests.harness import AMQP_URL, VHOST
+from tests.conftest import require_broker
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
 
 #: ``host:port`` of the test broker, for URLs the tests make up (other vhosts, users).
 HOSTPORT: str = f"{urlsplit(AMQP_URL).hostname}:{urlsplit(AMQP_URL).port or 5672}"
@@ -40,9 +42,9 @@ def list_json(kind: str, *fields: str) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def channel() -> Iterator[Any]:
+def channel(url: str = AMQP_URL) -> Iterator[Any]:
     """A raw pika channel, for what queuey would not do."""
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    conn = pika.BlockingConnection(pika.URLParameters(url))
     try:
         yield conn.channel()
     finally:
@@ -64,3 +66,51 @@ def delete_queues(*names: str) -> None:
         for name in names:
             ch.queue_delete(name)
             ch.queue_delete(f"{name}.dlq")
+
+
+def take_job_ids(queue: str, url: str = AMQP_URL) -> list[uuid.UUID]:
+    """Take every message off ``queue``: their job ids, duplicates included."""
+    ids: list[uuid.UUID] = []
+    with channel(url) as ch:
+        left = int(ch.queue_declare(queue, passive=True).method.message_count)
+        if left == 0:
+            return ids
+        ch.basic_qos(prefetch_count=1000)
+        for method, props, _ in ch.consume(queue, auto_ack=True, inactivity_timeout=2):
+            if method is None:
+                break
+            ids.append(uuid.UUID(props.message_id))
+            left -= 1
+            if left == 0:
+                break
+        ch.cancel()
+    return ids
+
+
+def add_vhost(name: str) -> None:
+    """Make virtual host ``name`` (if it is not there) and let guest do anything in it."""
+    rabbitmqctl("add_vhost", name)
+    rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+
+
+@contextmanager
+def own_vhost(name: str) -> Iterator[str]:
+    """A virtual host of the test's own (the broker must answer), deleted afterwards."""
+    require_broker()
+    add_vhost(name)
+    try:
+        yield name
+    finally:
+        rabbitmqctl("delete_vhost", name)
+
+
+@contextmanager
+def scratch_queue(prefix: str) -> Iterator[str]:
+    """A queue name of the test's own (the broker must answer); the queue and its
+    dead-letter queue are deleted afterwards."""
+    require_broker()
+    name = unique(prefix)
+    try:
+        yield name
+    finally:
+        delete_queues(name)

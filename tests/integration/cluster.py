@@ -19,7 +19,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from tests.integration.nodes import Node, NodeError, port_open
+from tests.integration.nodes import Node
+from tests.integration.nodes import NodeError
+from tests.integration.nodes import port_open
 
 #: (short name, AMQP port, distribution port) of each node: this task's own.
 NODES = (("qc1", 5711, 25711), ("qc2", 5712, 25712), ("qc3", 5713, 25713))

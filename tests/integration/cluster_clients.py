@@ -10,13 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from queuey_core import NotEnqueuedError, Producer, QueueSet
+from queuey_core import NotEnqueuedError
+from queuey_core import Producer
+from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration import ledger
 from tests.integration.cluster import Cluster
 from tests.integration.fleet import WorkerProcess
 from tests.integration.ledger import Books
-from tests.integration.nodes import Node, port_open
+from tests.integration.nodes import Node
+from tests.integration.nodes import port_open
 
 T = TypeVar("T")
 

@@ -14,8 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.certs import Certs, make_certs
-from tests.integration.nodes import Node, NodeError, ServerTLS, port_open
+from tests.integration.certs import Certs
+from tests.integration.certs import make_certs
+from tests.integration.nodes import Node
+from tests.integration.nodes import NodeError
+from tests.integration.nodes import ServerTLS
+from tests.integration.nodes import port_open
 
 #: Ports and names kept for this worktree's nodes (RABBITMQ.md, last section).
 NODE_NAME = "qn1"

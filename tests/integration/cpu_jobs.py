@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from queuey_core import Job, JobContext, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import handler
 from tests.integration import ledger
+from tests.integration import plugins
 
 QUEUE = "procs.cpu"
 
@@ -42,8 +45,4 @@ def run_crunch(job: Crunch, ctx: JobContext) -> None:
 
 def plugin_path(folder: Path) -> Path:
     """A folder to put on ``PYTHONPATH`` so that ``queuey worker`` finds this handler."""
-    dist = folder / "queuey_test_cpu-0.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: queuey-test-cpu\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[queuey.handlers]\ncpu = {__name__}\n")
-    return folder
+    return plugins.plugin_path(folder, "cpu", __name__)

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from queuey_core import Job, Producer, QueueSet
+from queuey_core import Job
+from queuey_core import Producer
+from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration import ledger
 

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from queuey_core import Job, JobContext, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import handler
+from tests.integration import plugins
 
 LEDGER_ENV = "QUEUEY_TEST_LEDGER"
 CLASSIC = "ledger.classic"
@@ -71,11 +74,7 @@ def quorum(job: Quorum, ctx: JobContext) -> None:
 
 def plugin_path(folder: Path) -> Path:
     """A folder to put on ``PYTHONPATH`` so that ``queuey worker`` finds these handlers."""
-    dist = folder / "queuey_test_ledger-0.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: queuey-test-ledger\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text(f"[queuey.handlers]\nledger = {__name__}\n")
-    return folder
+    return plugins.plugin_path(folder, "ledger", __name__)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
+from typing import Any
 
 #: The user the server runs as; it must own every file the node writes.
 RABBITMQ_USER = "rabbitmq"

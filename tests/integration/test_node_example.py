@@ -18,13 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-import pika
 import pytest
 
-from queuey_core import Job, JobContext, QueueConfig, QueueSet, Worker, handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core import handler
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
 from tests.conftest import require_broker
+from tests.integration.broker import delete_queues
 
 pytestmark = pytest.mark.integration
 
@@ -77,13 +82,7 @@ def broker() -> Iterator[RabbitMQBackend]:
     backend = RabbitMQBackend(harness.AMQP_URL)
     yield backend
     backend.close()
-    conn = pika.BlockingConnection(pika.URLParameters(harness.AMQP_URL))
-    try:
-        ch = conn.channel()
-        ch.queue_delete(QUEUE)
-        ch.queue_delete(f"{QUEUE}.dlq")
-    finally:
-        conn.close()
+    delete_queues(QUEUE)
 
 
 def test_the_node_example_enqueues_three_jobs_a_worker_runs(

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from queuey_core import MemoryBackend, QueueSet, Worker
-from queuey_core.observability import MetricsServer, WorkerMetrics
-from tests.support import Greet, noop
+from queuey_core import MemoryBackend
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
+from tests.support import Greet
+from tests.support import noop
 
 ROOT = Path(__file__).resolve().parents[2]
 

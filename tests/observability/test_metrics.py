@@ -13,31 +13,37 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import prometheus_client
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    Deferred,
-    Delivery,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.observability import MetricsServer, WorkerMetrics, WorkerState
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
+from queuey_core.observability import WorkerState
+from tests.harness import PassingDelivery
 from tests.harness import Wrapping
-from tests.support import ALPHA, GAMMA, Greet, Nudge, Orphan, start, wait_for
+from tests.support import ALPHA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Nudge
+from tests.support import Orphan
+from tests.support import act_out
+from tests.support import start
+from tests.support import wait_for
 
 
 def value(metrics: WorkerMetrics, name: str, **labels: str) -> float:
@@ -78,12 +84,7 @@ def test_jobs_are_counted_by_type_and_outcome_with_their_timings(
 ) -> None:
     def greet(job: Greet, ctx: JobContext) -> None:
         clock.sleep(2)
-        if job.name == "flaky" and ctx.attempt == 1:
-            raise Retryable("once")
-        if job.name == "doomed":
-            raise Fatal("never")
-        if job.name == "snooze" and ctx.deferrals == 0:
-            raise Deferred(30, "later")
+        act_out(job.name, ctx)
         while job.name == "slow" and ctx.attempt == 1:
             clock.sleep(1)  # until the job timeout interrupts it
 
@@ -197,38 +198,11 @@ def test_busy_threads_in_flight_stuck_threads_and_settle_failures_are_gauged(
     running.stop()
 
 
-class _FailingAck:
+class _FailingAck(PassingDelivery):
     """A delivery whose ack the broker refuses."""
-
-    def __init__(self, inner: Delivery) -> None:
-        self._inner = inner
-
-    @property
-    def envelope(self) -> Envelope:
-        return self._inner.envelope
-
-    @property
-    def queue(self) -> str:
-        return self._inner.queue
-
-    @property
-    def redelivered(self) -> bool:
-        return self._inner.redelivered
-
-    def is_stale(self) -> bool:
-        return self._inner.is_stale()
 
     def ack(self) -> None:
         raise BackendError("the channel is gone")
-
-    def dead_letter(self, reason: str) -> None:
-        self._inner.dead_letter(reason)
-
-    def retry(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.retry(next_envelope, delay)
-
-    def defer(self, next_envelope: Envelope, delay: float) -> None:
-        self._inner.defer(next_envelope, delay)
 
 
 def test_each_worker_has_a_registry_of_its_own(

@@ -10,10 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core.observability import MetricsServer, SchedulerMetrics, WorkerMetrics
-from queuey_core.schedules import MemoryElection, Schedule, Scheduler
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import SchedulerMetrics
+from queuey_core.observability import WorkerMetrics
+from queuey_core.schedules import Schedule
+from queuey_core.schedules import Scheduler
 from tests.observability.test_metrics import get
-from tests.schedules.test_scheduler import World, every_minute
+from tests.schedules.test_scheduler import World
+from tests.schedules.test_scheduler import every_minute
 
 FIRINGS = "queuey_schedule_firings_total"
 FAILURES = "queuey_schedule_firing_failures_total"
@@ -26,16 +30,8 @@ def value(metrics: SchedulerMetrics, name: str, **labels: str) -> float:
 
 def counted(world: World, metrics: SchedulerMetrics, *schedules: Schedule) -> Scheduler:
     """A scheduler whose firings and failures go to ``metrics``, already standing."""
-    election = MemoryElection(world.ballot)
-    scheduler = Scheduler(
-        world.backend,
-        world.queues,
-        schedules,
-        election=election,
-        state=world.state,
-        clock=world.clock,
-        on_fire=metrics.fired,
-        on_fire_failed=metrics.fire_failed,
+    scheduler, election = world.scheduler(
+        *schedules, on_fire=metrics.fired, on_fire_failed=metrics.fire_failed
     )
     metrics.watch(scheduler)
     election.start(lambda: None)

@@ -7,18 +7,17 @@ import uuid
 from collections.abc import Sequence
 from typing import ClassVar
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from queuey_core import (
-    Envelope,
-    Job,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-)
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
 from queuey_core.backends.capabilities import PublishesEncoded
 from queuey_core.envelope import EncodedEnvelope
 from queuey_core.producer import make_envelope

@@ -9,19 +9,22 @@ from typing import Any
 
 import pytest
 
-from queuey_core import (
-    InvalidPriorityError,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    UnknownQueueError,
-    Worker,
-    job_id_for,
-)
-from tests.harness import Inspectable, WorkerEnv
-from tests.support import ALPHA, GAMMA, Greet, Recorder, start
+from queuey_core import InvalidPriorityError
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import UnknownQueueError
+from queuey_core import Worker
+from queuey_core import job_id_for
+from tests.harness import Inspectable
+from tests.harness import WorkerEnv
+from tests.support import ALPHA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Recorder
+from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
 

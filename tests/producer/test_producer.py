@@ -7,18 +7,19 @@ from typing import ClassVar
 import pytest
 from pydantic import ValidationError
 
-from queuey_core import (
-    ConfigError,
-    InvalidPriorityError,
-    Job,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    UnknownQueueError,
-)
-from tests.support import ALPHA, GAMMA, Greet, Nudge
+from queuey_core import ConfigError
+from queuey_core import InvalidPriorityError
+from queuey_core import Job
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import UnknownQueueError
+from tests.support import ALPHA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Nudge
 
 
 class Misrouted(Job):

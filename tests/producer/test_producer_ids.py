@@ -7,27 +7,29 @@ from collections.abc import Sequence
 
 import pytest
 
-from queuey_core import (
-    ConsumerEnded,
-    Deferred,
-    Delivery,
-    EnqueueUnknownError,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    MemoryBackend,
-    NotEnqueuedError,
-    Producer,
-    PublishFailure,
-    Retryable,
-    UnroutableError,
-    Worker,
-    job_id_for,
-)
+from queuey_core import ConsumerEnded
+from queuey_core import Deferred
+from queuey_core import Delivery
+from queuey_core import EnqueueUnknownError
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import MemoryBackend
+from queuey_core import NotEnqueuedError
+from queuey_core import Producer
+from queuey_core import PublishFailure
+from queuey_core import Retryable
+from queuey_core import UnroutableError
+from queuey_core import Worker
+from queuey_core import job_id_for
 from queuey_core.producer import JOB_ID_NAMESPACE
-from tests.harness import Inspectable, WorkerEnv
-from tests.support import ALPHA, Greet, seed_queues, start
+from tests.harness import Inspectable
+from tests.harness import WorkerEnv
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import seed_queues
+from tests.support import start
 
 
 def drain(backend: MemoryBackend, queue: str) -> list[Envelope]:

@@ -8,9 +8,16 @@ import pytest
 
 from queuey_core import ConfigError
 from queuey_core.handlers import Handler
-from queuey_core.schedules import CatchUp, Cron, Every, Schedule, build_schedules, job_models
+from queuey_core.schedules import CatchUp
+from queuey_core.schedules import Cron
+from queuey_core.schedules import Every
+from queuey_core.schedules import Schedule
+from queuey_core.schedules import build_schedules
+from queuey_core.schedules import job_models
 from queuey_core.settings import load_settings
-from tests.support import Greet, Ping, seed_queues
+from tests.support import Greet
+from tests.support import Ping
+from tests.support import seed_queues
 
 QUEUES = """
 [queues."test.alpha"]

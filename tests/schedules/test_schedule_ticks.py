@@ -6,7 +6,11 @@ from datetime import datetime
 
 import pytest
 
-from queuey_core.schedules.ticks import CatchUp, Cron, Every, due, firing_id
+from queuey_core.schedules.ticks import CatchUp
+from queuey_core.schedules.ticks import Cron
+from queuey_core.schedules.ticks import Every
+from queuey_core.schedules.ticks import due
+from queuey_core.schedules.ticks import firing_id
 
 SECOND = 1000
 MINUTE = 60 * SECOND

@@ -8,26 +8,35 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from collections.abc import Iterator
 from datetime import datetime
 from typing import ClassVar
 
 import pytest
 
-from queuey_core import BackendError, Envelope, Job, ManualClock, MemoryBackend, QueueSet
-from queuey_core.schedules import (
-    CatchUp,
-    Cron,
-    Every,
-    Firing,
-    MemoryBallot,
-    MemoryElection,
-    MemoryScheduleState,
-    Schedule,
-    Scheduler,
-    firing_id,
-)
-from tests.support import ALPHA, Greet, seed_queues, wait_for
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import QueueSet
+from queuey_core import QueueyError
+from queuey_core.schedules import CatchUp
+from queuey_core.schedules import Cron
+from queuey_core.schedules import Every
+from queuey_core.schedules import Firing
+from queuey_core.schedules import MemoryBallot
+from queuey_core.schedules import MemoryElection
+from queuey_core.schedules import MemoryScheduleState
+from queuey_core.schedules import Schedule
+from queuey_core.schedules import Scheduler
+from queuey_core.schedules import firing_id
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import OnThread
+from tests.support import seed_queues
+from tests.support import wait_for
 
 MINUTE = 60.0
 
@@ -75,8 +84,14 @@ class World:
         self.firings: list[Firing] = []
 
     def scheduler(
-        self, *schedules: Schedule, grace: float = 10.0
+        self,
+        *schedules: Schedule,
+        grace: float = 10.0,
+        on_fire: Callable[[Firing], None] | None = None,
+        on_fire_failed: Callable[[str, QueueyError], None] | None = None,
     ) -> tuple[Scheduler, MemoryElection]:
+        """A scheduler of this world; its firings go to ``self.firings`` unless ``on_fire``
+        takes them."""
         election = MemoryElection(self.ballot)
         s = Scheduler(
             self.backend,
@@ -86,9 +101,18 @@ class World:
             state=self.state,
             clock=self.clock,
             grace=grace,
-            on_fire=self.firings.append,
+            on_fire=self.firings.append if on_fire is None else on_fire,
+            on_fire_failed=on_fire_failed,
         )
         return s, election
+
+    def two_candidates(self) -> tuple[Scheduler, MemoryElection, Scheduler, MemoryElection]:
+        """Two schedulers of ``every_minute()``, both standing for election."""
+        first, e1 = self.scheduler(every_minute())
+        second, e2 = self.scheduler(every_minute())
+        e1.start(lambda: None)
+        e2.start(lambda: None)
+        return first, e1, second, e2
 
     def at(self, iso: str) -> None:
         """Move the clock to ``iso`` (forward only)."""
@@ -105,10 +129,7 @@ def world() -> World:
 
 
 def test_only_the_leader_fires(world: World) -> None:
-    first, e1 = world.scheduler(every_minute())
-    second, e2 = world.scheduler(every_minute())
-    e1.start(lambda: None)
-    e2.start(lambda: None)
+    first, e1, second, _ = world.two_candidates()
     for minute in range(1, 6):
         world.at(f"2026-01-01T00:0{minute}:00+00:00")
         first.step()
@@ -139,10 +160,7 @@ def test_a_firing_is_an_ordinary_first_attempt_with_the_ticks_job_id(world: Worl
 
 
 def test_the_next_leader_takes_over_without_firing_a_tick_twice(world: World) -> None:
-    first, e1 = world.scheduler(every_minute())
-    second, e2 = world.scheduler(every_minute())
-    e1.start(lambda: None)
-    e2.start(lambda: None)
+    first, e1, second, _ = world.two_candidates()
     world.at("2026-01-01T00:01:00+00:00")
     first.step()
     second.step()
@@ -163,10 +181,7 @@ def test_the_next_leader_takes_over_without_firing_a_tick_twice(world: World) ->
 
 
 def test_a_tick_missed_during_the_hand_over_is_fired_by_the_new_leader(world: World) -> None:
-    first, e1 = world.scheduler(every_minute())
-    second, e2 = world.scheduler(every_minute())
-    e1.start(lambda: None)
-    e2.start(lambda: None)
+    first, e1, second, _ = world.two_candidates()
     world.at("2026-01-01T00:01:00+00:00")
     first.step()
     world.ballot.kill(e1)
@@ -285,18 +300,12 @@ def test_a_cron_in_a_time_zone_fires_both_instants_of_a_repeated_hour() -> None:
 # -- the loop, on its own thread -------------------------------------------------------
 
 
-class Running:
+class Running(OnThread):
+    """A scheduler's loop on its own thread."""
+
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.scheduler.run()
-        except BaseException as exc:
-            self.error = exc
+        super().__init__(scheduler.run, "test-scheduler")
 
     def stop(self) -> None:
         self.scheduler.stop()

@@ -13,21 +13,24 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_cli.output import JsonFormatter, LineFormatter
-from queuey_core import (
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.worker.outcome import MAX_CHAIN, format_traceback
-from tests.support import ALPHA, seed_queues, start, wait_for
+from queuey_cli.output import JsonFormatter
+from queuey_cli.output import LineFormatter
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core.worker.outcome import MAX_CHAIN
+from queuey_core.worker.outcome import format_traceback
+from tests.support import ALPHA
+from tests.support import seed_queues
+from tests.support import start
+from tests.support import wait_for
 
 PASSWORD = "Zx9Qw7"
 

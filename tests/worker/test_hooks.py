@@ -12,22 +12,27 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    JobInfo,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-    WorkerHooks,
-)
-from tests.support import ALPHA, BETA, Greet, Orphan, Ping, noop, start, wait_for
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import JobInfo
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core import WorkerHooks
+from tests.harness import Memory
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Orphan
+from tests.support import Ping
+from tests.support import act_out
+from tests.support import noop
+from tests.support import start
+from tests.support import wait_for
 
 Event = tuple[str, JobInfo]
 
@@ -144,12 +149,7 @@ def test_every_outcome_reaches_the_hooks_with_its_info(
 ) -> None:
     def greet(job: Greet, ctx: JobContext) -> None:
         clock.sleep(2)  # the handler's duration, on the manual clock
-        if job.name == "flaky" and ctx.attempt == 1:
-            raise Retryable("flaky failure")
-        if job.name == "doomed":
-            raise Fatal("cannot ever work")
-        if job.name == "snooze" and ctx.deferrals == 0:
-            raise Deferred(30, "rate limited")
+        act_out(job.name, ctx)
 
     record = Record()
     worker = Worker(
@@ -259,12 +259,10 @@ def test_a_stuck_job_is_reported_once_and_its_thread_returning_adds_nothing(
 
 
 def test_a_hook_that_raises_is_logged_and_changes_nothing(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    caplog: pytest.LogCaptureFixture,
+    mem: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    backend, producer, queues, clock = mem
+
     def greet(job: Greet, ctx: JobContext) -> None:
         if ctx.attempt == 1:
             raise Retryable("once")

@@ -15,28 +15,31 @@ import pytest
 from pika.spec import BasicProperties
 from pydantic import ValidationError
 
-from queuey_core import (
-    DeadLetter,
-    DecodeError,
-    Deferred,
-    Envelope,
-    Fatal,
-    ManualClock,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    UndecodableDeadLetter,
-    limits,
-)
+from queuey_core import DeadLetter
+from queuey_core import DecodeError
+from queuey_core import Deferred
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import ManualClock
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import UndecodableDeadLetter
+from queuey_core import limits
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import dead_letter_of
 from queuey_core.envelope import MAX_COUNT
 from queuey_core.handlers import Handler
-from queuey_core.worker.dispatch import Dispatcher, Route
+from queuey_core.worker.dispatch import Dispatcher
+from queuey_core.worker.dispatch import Route
 from queuey_core.worker.handle import WorkerHandle
-from queuey_core.worker.outcome import Kind, call_handler, handler_error_text
-from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
-from tests.support import ALPHA, Greet
+from queuey_core.worker.outcome import Kind
+from queuey_core.worker.outcome import call_handler
+from queuey_core.worker.outcome import handler_error_text
+from queuey_core.worker.redelivery import MAX_REDELIVERIES
+from queuey_core.worker.redelivery import RedeliveryCounter
+from tests.support import ALPHA
+from tests.support import Greet
 
 
 def envelope(**fields: Any) -> Envelope:

@@ -18,27 +18,31 @@ from typing import Any
 import pika
 import pytest
 
-from queuey_core import (
-    Backoff,
-    DeadLetter,
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    UndecodableDeadLetter,
-    Worker,
-)
+from queuey_core import Backoff
+from queuey_core import DeadLetter
+from queuey_core import Deferred
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import UndecodableDeadLetter
+from queuey_core import Worker
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.limits import MAX_DELAY_MS
-from tests.harness import Inspectable, WorkerEnv
+from tests.harness import Inspectable
+from tests.harness import WorkerEnv
 from tests.integration.broker import channel
-from tests.support import ALPHA, BETA, Greet, Ping, Recorder, start
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Greet
+from tests.support import Ping
+from tests.support import Recorder
+from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
 
@@ -72,14 +76,9 @@ def everything_dead(backend: Inspectable, queue: str) -> list[DeadLetter | Undec
     return backend.list_dead_letters(queue)
 
 
-def good_job_still_runs(h: WorkerEnv, producer: Producer, seen_names: list[str]) -> None:
-    producer.enqueue(Greet(name="good"))
-    h.wait_for(lambda: "good" in seen_names)
-
-
-def test_an_envelope_naming_another_queue_is_dead_lettered_unrun(
-    h: WorkerEnv, recorder: MakeRecorder
-) -> None:
+def noting_names(recorder: MakeRecorder) -> tuple[Recorder, list[str], Handler[Greet]]:
+    """A greet handler that writes down the name of each job it runs: its Recorder, the
+    names, and the handler."""
     seen = recorder()
     names: list[str] = []
 
@@ -88,8 +87,19 @@ def test_an_envelope_naming_another_queue_is_dead_lettered_unrun(
         names.append(job.name)
         seen.leave()
 
-    worker = Worker(h.backend, h.queues, [Handler(Greet, handle)], clock=h.clock)
-    running = start(worker, h)
+    return seen, names, Handler(Greet, handle)
+
+
+def good_job_still_runs(h: WorkerEnv, producer: Producer, seen_names: list[str]) -> None:
+    producer.enqueue(Greet(name="good"))
+    h.wait_for(lambda: "good" in seen_names)
+
+
+def test_an_envelope_naming_another_queue_is_dead_lettered_unrun(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    seen, names, handler = noting_names(recorder)
+    running = start(Worker(h.backend, h.queues, [handler], clock=h.clock), h)
     inject(h, ALPHA, json.dumps(envelope_dict(queue="nowhere.never.declared")).encode())
 
     h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)))
@@ -120,15 +130,8 @@ REFUSED: list[tuple[dict[str, Any] | bytes, str]] = [
 def test_bodies_an_envelope_refuses_are_dead_lettered_with_the_field_named(
     h: WorkerEnv, recorder: MakeRecorder
 ) -> None:
-    seen = recorder()
-    names: list[str] = []
-
-    def handle(job: Greet, ctx: JobContext) -> None:
-        seen.enter()
-        names.append(job.name)
-        seen.leave()
-
-    running = start(Worker(h.backend, h.queues, [Handler(Greet, handle)], clock=h.clock), h)
+    seen, names, handler = noting_names(recorder)
+    running = start(Worker(h.backend, h.queues, [handler], clock=h.clock), h)
     for body, _ in REFUSED:
         inject(h, ALPHA, body if isinstance(body, bytes) else json.dumps(body).encode())
 
@@ -147,15 +150,8 @@ def test_bodies_an_envelope_refuses_are_dead_lettered_with_the_field_named(
 def test_eight_unsettleable_attempts_do_not_keep_the_next_good_job_waiting(
     h: WorkerEnv, recorder: MakeRecorder
 ) -> None:
-    seen = recorder()
-    names: list[str] = []
-
-    def handle(job: Greet, ctx: JobContext) -> None:
-        seen.enter()
-        names.append(job.name)
-        seen.leave()
-
-    running = start(Worker(h.backend, h.queues, [Handler(Greet, handle)], clock=h.clock), h)
+    _seen, names, handler = noting_names(recorder)
+    running = start(Worker(h.backend, h.queues, [handler], clock=h.clock), h)
     for _ in range(8):  # twice ALPHA's prefetch
         inject(h, ALPHA, json.dumps(envelope_dict(attempt=9223372036854775808)).encode())
     good_job_still_runs(h, h.producer(), names)

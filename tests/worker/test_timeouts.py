@@ -11,28 +11,28 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from queuey_core import (
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-)
-from tests.support import ALPHA, Greet, Recorder, start, wait_for
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from tests.harness import Memory
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import Recorder
+from tests.support import start
+from tests.support import wait_for
 
 MakeRecorder = Callable[[], Recorder]
 
 
 def test_a_timed_out_job_is_interrupted_and_sees_its_cancellation_flag(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    recorder: MakeRecorder,
+    mem: Memory, recorder: MakeRecorder
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = recorder()
     contexts: list[JobContext] = []
     cleaned_up = threading.Event()
@@ -63,12 +63,9 @@ def test_a_timed_out_job_is_interrupted_and_sees_its_cancellation_flag(
 
 
 def test_a_stuck_job_keeps_its_slot_until_its_thread_really_returns(
-    backend: MemoryBackend,
-    producer: Producer,
-    queues: QueueSet,
-    clock: ManualClock,
-    recorder: MakeRecorder,
+    mem: Memory, recorder: MakeRecorder
 ) -> None:
+    backend, producer, queues, clock = mem
     seen = recorder()
     release = threading.Event()
     contexts: list[JobContext] = []

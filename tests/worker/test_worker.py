@@ -14,36 +14,35 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    Clock,
-    ConsumerStoppedError,
-    Deferred,
-    Delivery,
-    DuplicateHandlerError,
-    Envelope,
-    Fatal,
-    Handler,
-    JobContext,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from tests.harness import Inspectable, WorkerEnv, Wrapping
-from tests.support import (
-    ALPHA,
-    BETA,
-    GAMMA,
-    Greet,
-    Nudge,
-    Orphan,
-    Ping,
-    Recorder,
-    Stubborn,
-    noop,
-    start,
-)
+from queuey_core import BackendError
+from queuey_core import Clock
+from queuey_core import ConsumerStoppedError
+from queuey_core import Deferred
+from queuey_core import Delivery
+from queuey_core import DuplicateHandlerError
+from queuey_core import Envelope
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from tests.harness import Inspectable
+from tests.harness import PassingDelivery
+from tests.harness import WorkerEnv
+from tests.harness import Wrapping
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import GAMMA
+from tests.support import Greet
+from tests.support import Nudge
+from tests.support import Orphan
+from tests.support import Ping
+from tests.support import Recorder
+from tests.support import Stubborn
+from tests.support import noop
+from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
 
@@ -75,26 +74,8 @@ class Unsettleable(Wrapping):
         return NeverSettles(delivery)
 
 
-class NeverSettles:
+class NeverSettles(PassingDelivery):
     """Every settle fails; the inner delivery is left unsettled."""
-
-    def __init__(self, inner: Delivery) -> None:
-        self.inner = inner
-
-    @property
-    def envelope(self) -> Envelope:
-        return self.inner.envelope
-
-    @property
-    def queue(self) -> str:
-        return self.inner.queue
-
-    @property
-    def redelivered(self) -> bool:
-        return self.inner.redelivered
-
-    def is_stale(self) -> bool:
-        return self.inner.is_stale()
 
     def ack(self) -> None:
         raise BackendError("channel is gone")

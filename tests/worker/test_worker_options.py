@@ -6,8 +6,14 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_core import Job, MemoryBackend, QueueSet, UnknownQueueError, Worker
-from tests.support import ALPHA, Greet, noop
+from queuey_core import Job
+from queuey_core import MemoryBackend
+from queuey_core import QueueSet
+from queuey_core import UnknownQueueError
+from queuey_core import Worker
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import noop
 
 
 class Stray(Job):

@@ -332,7 +332,7 @@ class RabbitMQBackend(
         return sub
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`Backend.list_dead_letters`.
+        """See :meth:`DeadLetterTools.list_dead_letters`.
 
         Takes the messages unacked, then gives them all back with one multiple nack, so
         nothing is lost or reordered. Messages that are not queuey envelopes are listed
@@ -345,7 +345,7 @@ class RabbitMQBackend(
         return self._admin.run(work)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: confirmed on ``queue`` before removal.
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: confirmed on ``queue`` before removal.
 
         Undecodable messages are never requeued (they would be dead-lettered again).
         ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
@@ -355,7 +355,7 @@ class RabbitMQBackend(
         return self._admin.run(lambda ch: requeue(ch, queue, wanted))
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`Backend.delete_dead_letters`: the rest go back, in order."""
+        """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
         wanted = set(handles)
 
         def work(ch: BlockingChannel) -> int:
@@ -369,7 +369,7 @@ class RabbitMQBackend(
         return self._admin.run(work)
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`Backend.purge_dead_letters`."""
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
         frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         return int(frame.method.message_count)
 

@@ -8,12 +8,17 @@ settles every unacked tag up to T.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
 from queuey_core.backends.rabbitmq.acks import Unsettled
-from queuey_core.backends.rabbitmq.consumer import PendingAck, send_acks
+from queuey_core.backends.rabbitmq.consumer import PendingAck
+from queuey_core.backends.rabbitmq.consumer import send_acks
 from queuey_core.errors import BackendError
 
 

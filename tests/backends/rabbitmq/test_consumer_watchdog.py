@@ -33,20 +33,12 @@ class FakeChannel(pika_fakes.FakeChannel):
         return "ctag"
 
 
-class FakeLink:
+class FakeLink(pika_fakes.HeldTimers):
     def __init__(self) -> None:
         self.connection = pika_fakes.FakeConnection()
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.subscriptions: list[RabbitSubscription] = []
         self.recovery_timeout = 60.0
-
-    def later(self, delay: float, fn: Callable[[], None]) -> None:
-        self.timers.append((delay, fn))
-
-    def fire(self) -> None:
-        timers, self.timers = self.timers, []
-        for _, fn in timers:
-            fn()
 
 
 def subscription() -> tuple[RabbitSubscription, FakeLink]:

@@ -15,9 +15,14 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core import ConfigError
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, Target, as_urls
+from queuey_core.backends.rabbitmq.nodes import Nodes
+from queuey_core.backends.rabbitmq.nodes import Picker
+from queuey_core.backends.rabbitmq.nodes import Target
+from queuey_core.backends.rabbitmq.nodes import as_urls
 from queuey_core.settings import load_settings
-from queuey_core.urls import check_urls, redact_all, split_urls
+from queuey_core.urls import check_urls
+from queuey_core.urls import redact_all
+from queuey_core.urls import split_urls
 
 #: Never printed by queuey on its own: finding it anywhere is a leak.
 SECRET = "Zx9,s3cr%23t"

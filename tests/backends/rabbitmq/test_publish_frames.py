@@ -13,16 +13,15 @@ import pika.connection
 from hypothesis import given
 from hypothesis import strategies as st
 from pika import frame
-from pika.spec import Basic, BasicProperties
+from pika.spec import Basic
+from pika.spec import BasicProperties
 
-from queuey_core.backends.rabbitmq.publisher import (
-    FRAME_OVERHEAD,
-    Pub,
-    encoded_properties,
-    properties,
-    pub_for,
-    publish_frames,
-)
+from queuey_core.backends.rabbitmq.publisher import FRAME_OVERHEAD
+from queuey_core.backends.rabbitmq.publisher import Pub
+from queuey_core.backends.rabbitmq.publisher import encoded_properties
+from queuey_core.backends.rabbitmq.publisher import properties
+from queuey_core.backends.rabbitmq.publisher import pub_for
+from queuey_core.backends.rabbitmq.publisher import publish_frames
 from queuey_core.envelope import EncodedEnvelope
 
 

@@ -16,10 +16,14 @@ import pika
 from pika.spec import Basic
 
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
-from queuey_core.backends.rabbitmq.nodes import Nodes, Picker
-from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, pub_for
+from queuey_core.backends.rabbitmq.nodes import Nodes
+from queuey_core.backends.rabbitmq.nodes import Picker
+from queuey_core.backends.rabbitmq.publisher import Pub
+from queuey_core.backends.rabbitmq.publisher import PublisherLink
+from queuey_core.backends.rabbitmq.publisher import pub_for
 from queuey_core.envelope import Envelope
-from queuey_core.errors import NotEnqueuedError, PublishFailure
+from queuey_core.errors import NotEnqueuedError
+from queuey_core.errors import PublishFailure
 from tests import pika_fakes
 
 
@@ -58,7 +62,7 @@ class FakeConnection(pika_fakes.FakeConnection):
         self.written.extend(frames)
 
 
-class Publisher(PublisherLink):
+class Publisher(pika_fakes.HeldTimers, PublisherLink):
     """The link, its timers kept for the test to fire."""
 
     def __init__(self) -> None:
@@ -71,14 +75,6 @@ class Publisher(PublisherLink):
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.fake = FakeConnection()
         self._conn = self.fake
-
-    def later(self, delay: float, fn: Callable[[], None]) -> None:
-        self.timers.append((delay, fn))
-
-    def fire(self) -> None:
-        timers, self.timers = self.timers, []
-        for _, fn in timers:
-            fn()
 
 
 def a_pub() -> Pub:

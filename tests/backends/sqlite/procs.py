@@ -14,7 +14,13 @@ import sys
 import time
 from typing import ClassVar
 
-from queuey_core import Handler, Job, JobContext, Producer, QueueConfig, QueueSet, Worker
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.sqlite import SqliteBackend
 
 QUEUES = QueueSet([QueueConfig("procs", prefetch=4)])

@@ -7,7 +7,9 @@ import time
 import uuid
 from pathlib import Path
 
-from queuey_core import ManualClock, MemoryBackend, QueueConfig
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import QueueConfig
 from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.migrate import migrate

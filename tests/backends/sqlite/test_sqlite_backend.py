@@ -11,25 +11,26 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConsumerEnded,
-    Delivery,
-    EnqueueUnknownError,
-    Envelope,
-    ManualClock,
-    NotEnqueuedError,
-    QueueConfig,
-    UnroutableError,
-)
-from queuey_core.backends.capabilities import DeadLetter, SupportsControl
-from queuey_core.backends.sqlite import SqliteBackend, parse_url
+from queuey_core import BackendError
+from queuey_core import ConsumerEnded
+from queuey_core import Delivery
+from queuey_core import EnqueueUnknownError
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import NotEnqueuedError
+from queuey_core import QueueConfig
+from queuey_core import UnroutableError
+from queuey_core.backends.capabilities import DeadLetter
+from queuey_core.backends.capabilities import SupportsControl
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.backends.sqlite import parse_url
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES

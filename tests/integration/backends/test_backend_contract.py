@@ -11,25 +11,24 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import pika
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    ConsumerEnded,
-    ConsumerStoppedError,
-    DeadLetter,
-    Delivery,
-    Envelope,
-    ManualClock,
-    MemoryBackend,
-    QueueConfig,
-    UnroutableError,
-)
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import ConsumerEnded
+from queuey_core import ConsumerStoppedError
+from queuey_core import DeadLetter
+from queuey_core import Delivery
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import QueueConfig
+from queuey_core import UnroutableError
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from tests.conftest import require_broker

@@ -7,11 +7,8 @@ only a process can show: signals, exit codes, logs on stderr.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import threading
 import time
 import urllib.parse
 import uuid
@@ -25,8 +22,9 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
-from tests.conftest import require_broker
-from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import own_vhost
+from tests.integration.processes import JsonLogProcess
+from tests.integration.processes import module_command
 
 pytestmark = pytest.mark.integration
 
@@ -58,11 +56,8 @@ prefetch = 4
 
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    require_broker()
-    rabbitmqctl("add_vhost", VHOST)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    yield VHOST
-    rabbitmqctl("delete_vhost", VHOST)
+    with own_vhost(VHOST) as name:
+        yield name
 
 
 @pytest.fixture
@@ -199,41 +194,21 @@ def test_wrong_credentials_are_one_line_and_exit_1(config: Path) -> None:
 
 
 def queuey(config: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "queuey_cli",
-        "--config",
-        str(config),
-        "--log-format",
-        "json",
-        *args,
-    ]
+    return module_command(config, *args)
 
 
-class WorkerProcess:
+def finished(command: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, check=False, capture_output=True, text=True)
+
+
+class WorkerProcess(JsonLogProcess):
     """``queuey worker`` as a subprocess, its JSON logs read as they come."""
 
     def __init__(self, config: Path, *args: str) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            queuey(config, "worker", *args), stderr=subprocess.PIPE, text=True, env=env
-        )
-        self.events: list[dict[str, object]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if line.startswith("{"):
-                with self._lock:
-                    self.events.append(json.loads(line))
+        super().__init__(queuey(config, "worker", *args))
 
     def count(self, message: str) -> int:
-        with self._lock:
-            return sum(1 for e in self.events if e["message"] == message)
+        return sum(1 for e in self.events if e["message"] == message)
 
     def wait_for(self, message: str, n: int = 1, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -244,7 +219,7 @@ class WorkerProcess:
 
     def finish(self, timeout: float = 30) -> int:
         code = self.proc.wait(timeout)
-        self._reader.join(5)
+        self.join_reader()
         return code
 
 
@@ -255,20 +230,10 @@ def enqueue_naps(config: Path, tmp_path: Path, n: int, seconds: float) -> None:
 
 
 def test_a_subprocess_enqueue_prints_the_job_id_and_bad_input_exits_2(config: Path) -> None:
-    ok = subprocess.run(
-        queuey(config, "enqueue", "greet", '{"name": "ada"}'),
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    ok = finished(queuey(config, "enqueue", "greet", '{"name": "ada"}'))
     assert ok.returncode == 0
     uuid.UUID(ok.stdout.strip())
-    bad = subprocess.run(
-        queuey(config, "enqueue", "greet", '{"name": 1}'),
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    bad = finished(queuey(config, "enqueue", "greet", '{"name": 1}'))
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: payload: does not fit job type 'greet'")
     assert "Traceback" not in bad.stderr
@@ -318,7 +283,7 @@ def test_a_second_signal_stops_at_once_and_the_broker_keeps_the_rest(
 
 def test_the_dead_letter_round_trip_from_the_shell(config: Path) -> None:
     def sh(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(queuey(config, *args), check=False, capture_output=True, text=True)
+        done = finished(queuey(config, *args))
         assert crash_free(done.stderr)
         return done
 

@@ -18,7 +18,9 @@ from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, unique
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import uuid
 
-from queuey_core.backends.base import ConsumerEnded, Delivery
-from queuey_core.backends.capabilities import Inspection, QueueCounts
-from tests.integration.backends.test_backend_contract import Env, env
+from queuey_core.backends.base import ConsumerEnded
+from queuey_core.backends.base import Delivery
+from queuey_core.backends.capabilities import Inspection
+from queuey_core.backends.capabilities import QueueCounts
+from tests.integration.backends.test_backend_contract import Env
+from tests.integration.backends.test_backend_contract import env
 
 __all__ = ["env"]  # the contract suite's fixture: each test runs on both backends
 

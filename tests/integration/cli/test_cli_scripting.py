@@ -16,18 +16,21 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pika
 import pytest
 
-from queuey_core import Envelope, QueueConfig
+from queuey_core import Envelope
+from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.backends.rabbitmq.topology import dead_letter_headers
 from queuey_core.handlers import discover
 from tests import harness
-from tests.conftest import require_broker
+from tests.integration.broker import add_vhost
+from tests.integration.broker import own_vhost
 from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
@@ -57,16 +60,11 @@ max_priority = 5
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
     """A fresh virtual host (nothing declared, not even the delay ladder) and its config."""
-    require_broker()
-    rabbitmqctl("add_vhost", VHOST)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    extra = sorted({d.handler.job_type.QUEUE for d in discover()} - {"never", "second"})
-    path = tmp_path / "queuey.toml"
-    path.write_text(CONFIG.format(url=URL) + "".join(f"[queues.{n}]\n" for n in extra))
-    try:
+    with own_vhost(VHOST):
+        extra = sorted({d.handler.job_type.QUEUE for d in discover()} - {"never", "second"})
+        path = tmp_path / "queuey.toml"
+        path.write_text(CONFIG.format(url=URL) + "".join(f"[queues.{n}]\n" for n in extra))
         yield path
-    finally:
-        rabbitmqctl("delete_vhost", VHOST)
 
 
 def queuey(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -264,26 +262,34 @@ def test_watch_in_a_terminal_refreshes_a_live_table_until_ctrl_c(config: Path) -
     assert "Traceback" not in text
 
 
-def test_watch_piped_prints_records_each_interval_until_sigint(config: Path) -> None:
-    declare_second(ready=3)
+@contextmanager
+def piped_watch(config: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``queuey queues --watch --interval 0.2``, its output piped; killed if still running
+    when the block ends."""
     proc = subprocess.Popen(
         [QUEUEY, "--config", str(config), "queues", "--watch", "--interval", "0.2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
-    assert proc.stdout is not None
     try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_watch_piped_prints_records_each_interval_until_sigint(config: Path) -> None:
+    declare_second(ready=3)
+    with piped_watch(config) as proc:
+        assert proc.stdout is not None
         lines = [proc.stdout.readline().decode()]  # the header
         while sum("\tsecond\t" in line for line in lines) < 2:  # two samples
             lines.append(proc.stdout.readline().decode())
             assert lines[-1], "the watch ended by itself"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err
     assert "Traceback" not in err.decode()
     header = lines[0].rstrip("\n").split("\t")
@@ -301,30 +307,19 @@ def test_watch_shows_a_broker_it_lost_and_carries_on_when_it_is_back(config: Pat
     # The broker "goes away" for this watch only: its virtual host is deleted (RabbitMQ
     # closes the watch's connection and refuses new ones), then made again.
     declare_second(ready=1)
-    proc = subprocess.Popen(
-        [QUEUEY, "--config", str(config), "queues", "--watch", "--interval", "0.2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    assert proc.stderr is not None
     out, err = bytearray(), bytearray()
-    try:
+    with piped_watch(config) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         assert read_until(proc.stdout.fileno(), b"\tsecond\t1\t", out, 60), out
         rabbitmqctl("delete_vhost", VHOST)
         assert read_until(proc.stderr.fileno(), b"broker lost at", err, 60), err
-        rabbitmqctl("add_vhost", VHOST)
-        rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
+        add_vhost(VHOST)
         back = len(out)
         assert read_until(proc.stdout.fileno(), b"\tsecond\tnot declared yet\t", out, 60), out
         assert len(out) > back
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert b"Traceback" not in out + err
     assert b"asking again every 0.2s" in err
 

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from queuey_core import job_id_for
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import channel
+from tests.integration.broker import take_job_ids
 from tests.support import counts_line
 
 pytestmark = pytest.mark.integration
@@ -70,23 +70,15 @@ def ready() -> int:
         return 0  # not declared yet
 
 
-def job_ids_on_alpha() -> list[uuid.UUID]:
-    """Take every message off the queue: their job ids, duplicates included."""
-    ids: list[uuid.UUID] = []
-    with channel() as ch:
-        left = int(ch.queue_declare("alpha", passive=True).method.message_count)
-        if left == 0:
-            return ids
-        ch.basic_qos(prefetch_count=1000)
-        for method, props, _ in ch.consume("alpha", auto_ack=True, inactivity_timeout=2):
-            if method is None:
-                break
-            ids.append(uuid.UUID(props.message_id))
-            left -= 1
-            if left == 0:
-                break
-        ch.cancel()
-    return ids
+def enqueue_file(config: Path, jobs: Path) -> subprocess.CompletedProcess[str]:
+    """``queuey enqueue greet --file JOBS`` to its end, its output captured."""
+    return subprocess.run(
+        queuey(config, "enqueue", "greet", "--file", str(jobs)),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
 
 
 def write_jobs(path: Path, total: int) -> None:
@@ -125,15 +117,9 @@ def test_a_signal_stops_a_file_between_batches_and_every_line_is_counted(
     assert len(rest) == counts["not sent"]
     assert all(json.loads(line)["job_id"] for line in rest), "each line keeps its id"
 
-    again = subprocess.run(
-        queuey(config, "enqueue", "greet", "--file", str(failed)),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    again = enqueue_file(config, failed)
     assert again.returncode == 0, again.stderr
-    ids = job_ids_on_alpha()
+    ids = take_job_ids("alpha")
     assert len(ids) == len(set(ids)) == total, "every line once, none twice"
 
 
@@ -169,22 +155,12 @@ def test_a_file_line_chooses_its_job_id_and_a_bad_one_is_refused_before_connecti
 ) -> None:
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text('{"job_id": "order-1", "name": "a"}\n{"name": "b"}\n')
-    done = subprocess.run(
-        queuey(config, "enqueue", "greet", "--file", str(jobs)),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = enqueue_file(config, jobs)
     assert done.returncode == 0, done.stderr
     assert "enqueued 2 jobs" in done.stderr
-    assert job_id_for("order-1") in job_ids_on_alpha()
+    assert job_id_for("order-1") in take_job_ids("alpha")
 
     jobs.write_text('{"job_id": "", "name": "a"}\n')
-    bad = subprocess.run(
-        queuey(config, "enqueue", "greet", "--file", str(jobs)),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bad = enqueue_file(config, jobs)
     assert bad.returncode == 2
     assert f"{jobs}:1: job_id: a job id is a UUID or a non-empty string" in bad.stderr

@@ -17,6 +17,7 @@ from queuey_cli.main import app
 from queuey_core import Envelope
 from tests import harness
 from tests.conftest import require_broker
+from tests.integration.broker import delete_queues
 
 pytestmark = pytest.mark.integration
 
@@ -26,13 +27,7 @@ def queue() -> Iterator[str]:
     require_broker()
     name = f"raw.{uuid.uuid4().hex[:8]}"
     yield name
-    conn = pika.BlockingConnection(pika.URLParameters(harness.AMQP_URL))
-    try:
-        ch = conn.channel()
-        ch.queue_delete(name)
-        ch.queue_delete(f"{name}.dlq")
-    finally:
-        conn.close()
+    delete_queues(name)
 
 
 def test_no_validate_publishes_a_job_type_without_its_model(queue: str, tmp_path: Path) -> None:

@@ -13,19 +13,24 @@ import signal
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pika
 import pytest
 
-from queuey_core import Producer, QueueConfig, QueueSet
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
 from tests.conftest import require_broker
-from tests.integration import cpu_jobs, ledger
-from tests.integration.fleet import QUEUEY, REPO
+from tests.integration import cpu_jobs
+from tests.integration import ledger
+from tests.integration.fleet import QUEUEY
+from tests.integration.fleet import REPO
 
 pytestmark = pytest.mark.integration
 

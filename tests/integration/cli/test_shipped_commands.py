@@ -1,7 +1,7 @@
-"""The commands the README and issue 11 name run verbatim, from the repository's root,
-with the shipped ``queuey.toml`` and the example handlers: ``queuey enqueue greet
-'{"name":"ada"}'``, ``queuey worker --queues alpha,beta``, ``queuey dlq list`` and the
-container's ``queuey worker``.
+"""The commands the README, docs/cli.md and issue 11 name run verbatim, from the
+repository's root, with the shipped ``queuey.toml`` and the example handlers: ``queuey
+enqueue greet '{"name":"ada"}'``, ``queuey worker --queues alpha,beta``, ``queuey dlq
+list`` and the container's ``queuey worker``.
 
 Only the broker's address differs from a fresh clone's (``QUEUEY_BROKER__URL``, the
 tests' virtual host): everything else is read from the files as shipped.
@@ -9,12 +9,10 @@ tests' virtual host): everything else is read from the files as shipped.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ import pytest
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import delete_queues
+from tests.integration.processes import JsonLogProcess
 
 pytestmark = pytest.mark.integration
 
@@ -60,34 +59,18 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-class Worker:
+class Worker(JsonLogProcess):
     """``queuey --log-format json worker ...`` from the root of the clone."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [QUEUEY, "--log-format", "json", "worker", *args],
-            cwd=REPO,
-            env=environment(),
-            stderr=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            [QUEUEY, "--log-format", "json", "worker", *args], cwd=REPO, env=environment()
         )
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if line.startswith("{"):
-                with self._lock:
-                    self.events.append(json.loads(line))
 
     def first(self, message: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            with self._lock:
-                found = [e for e in self.events if e["message"] == message]
+            found = [e for e in self.events if e["message"] == message]
             if found:
                 return found[0]
             assert self.proc.poll() is None, f"the worker exited: {self.events}"
@@ -97,7 +80,7 @@ class Worker:
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(30)
-        self._reader.join(5)
+        self.join_reader()
         return code
 
 

@@ -15,21 +15,32 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pika
 import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import Handler, Job, Producer, QueueConfig, QueueSet, Worker
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.control import VERSION, Command, ControlRequest, Selection, worker_statuses
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlRequest
+from queuey_core.control import Selection
+from queuey_core.control import worker_statuses
 from queuey_core.handlers import discover
 from tests import harness
-from tests.conftest import require_broker
+from tests.integration.broker import own_vhost
 from tests.integration.broker import rabbitmqctl
 
 pytestmark = pytest.mark.integration
@@ -45,11 +56,8 @@ IDLE = "ctl.idle"
 
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[str]:
-    require_broker()
-    rabbitmqctl("add_vhost", VHOST)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    yield VHOST
-    rabbitmqctl("delete_vhost", VHOST)
+    with own_vhost(VHOST) as name:
+        yield name
 
 
 @pytest.fixture

@@ -27,34 +27,32 @@ from typing import ClassVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queuey_core import (
-    Backoff,
-    BackoffKind,
-    Deferred,
-    Envelope,
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    Worker,
-)
+from queuey_core import Backoff
+from queuey_core import BackoffKind
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.observability import MetricsServer, WorkerMetrics
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import (
-    HOSTPORT,
-    delete_queues,
-    list_json,
-    rabbitmqctl,
-    unique,
-)
-from tests.support import Running, start, wait_for
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import HOSTPORT
+from tests.integration.broker import delete_queues
+from tests.integration.broker import list_json
+from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import unique
+from tests.support import Running
+from tests.support import act_out
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -104,12 +102,7 @@ def check(base: str, path: str) -> tuple[int, dict[str, object]]:
 
 def test_a_scrape_during_a_real_run_counts_what_happened(queues: QueueSet) -> None:
     def handle(job: Work, ctx: JobContext) -> None:
-        if job.kind == "flaky" and ctx.attempt == 1:
-            raise Retryable("first try fails")
-        if job.kind == "doomed":
-            raise Fatal("cannot work")
-        if job.kind == "snooze" and ctx.deferrals == 0:
-            raise Deferred(0.2, "not yet")
+        act_out(job.kind, ctx, defer=0.2)
         if job.kind == "slow" and ctx.attempt == 1:
             while not ctx.wait(0.01):  # the JobTimeout lands between two waits
                 pass

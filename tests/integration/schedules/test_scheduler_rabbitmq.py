@@ -7,10 +7,7 @@ Everything runs in the virtual host of ``QUEUEY_TEST_AMQP_URL``.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,13 +21,23 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 from queuey_core import Envelope
-from queuey_core.backends.rabbitmq.election import LEADER_QUEUE, RabbitElection
-from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState, state_queue
+from queuey_core.backends.rabbitmq.election import LEADER_QUEUE
+from queuey_core.backends.rabbitmq.election import RabbitElection
+from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
+from queuey_core.backends.rabbitmq.schedule_state import state_queue
 from queuey_core.schedules import firing_id
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import channel, rabbitmqctl, unique
-from tests.integration.observability.test_observability import check, sample, scrape
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import channel
+from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import scratch_queue
+from tests.integration.broker import unique
+from tests.integration.observability.test_observability import check
+from tests.integration.observability.test_observability import sample
+from tests.integration.observability.test_observability import scrape
+from tests.integration.processes import JsonLogProcess
+from tests.integration.processes import module_command
 
 pytestmark = pytest.mark.integration
 
@@ -61,10 +68,8 @@ def close_connection_of(candidate: str) -> None:
 
 @pytest.fixture
 def leader_queue() -> Iterator[str]:
-    require_broker()
-    name = unique("it.sched.leader")
-    yield name
-    delete(name)
+    with scratch_queue("it.sched.leader") as name:
+        yield name
 
 
 def test_the_token_moves_to_the_waiting_candidate_when_the_leaders_connection_dies(
@@ -150,39 +155,14 @@ every = "1s"
 """
 
 
-class Proc:
+class Proc(JsonLogProcess):
     """``queuey ...`` as a subprocess, its JSON logs read as they come."""
 
     def __init__(self, config: Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "queuey_cli",
-                "--config",
-                str(config),
-                "--log-format",
-                "json",
-                *args,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.events: list[tuple[float, dict[str, Any]]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if line.startswith("{"):
-                with self._lock:
-                    self.events.append((time.monotonic(), json.loads(line)))
+        super().__init__(module_command(config, *args))
 
     def seen(self, message: str) -> list[tuple[float, dict[str, Any]]]:
-        with self._lock:
-            return [(t, e) for t, e in self.events if message in e["message"]]
+        return [(t, e) for t, e in self.timed() if message in e["message"]]
 
     def fired(self) -> list[int]:
         return [int(e["tick"]) for _, e in self.seen(f"schedule {SCHEDULE} fired")]

@@ -25,45 +25,45 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_core import (
-    DeadLetter,
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueKind,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    Worker,
-)
+from queuey_core import DeadLetter
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueKind
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.retry import Backoff, BackoffKind
+from queuey_core.retry import Backoff
+from queuey_core.retry import BackoffKind
 from queuey_core.settings import load_settings
 from tests.integration import ledger
 from tests.integration.cluster import Cluster
-from tests.integration.cluster_clients import (
-    BATCH,
-    Stream,
-    alive,
-    cluster_state,
-    enqueue_retrying,
-    feeder_reconnects,
-    first_finish_after,
-    node_at,
-    port_of,
-    producer_moved_off,
-    settle,
-    wait_until,
-    worker_moved_off,
-    worker_node,
-)
-from tests.integration.fleet import CONCURRENCY, PREFETCH, WorkerProcess
+from tests.integration.cluster_clients import BATCH
+from tests.integration.cluster_clients import Stream
+from tests.integration.cluster_clients import alive
+from tests.integration.cluster_clients import cluster_state
+from tests.integration.cluster_clients import enqueue_retrying
+from tests.integration.cluster_clients import feeder_reconnects
+from tests.integration.cluster_clients import first_finish_after
+from tests.integration.cluster_clients import node_at
+from tests.integration.cluster_clients import port_of
+from tests.integration.cluster_clients import producer_moved_off
+from tests.integration.cluster_clients import settle
+from tests.integration.cluster_clients import wait_until
+from tests.integration.cluster_clients import worker_moved_off
+from tests.integration.cluster_clients import worker_node
+from tests.integration.fleet import CONCURRENCY
+from tests.integration.fleet import PREFETCH
+from tests.integration.fleet import WorkerProcess
 from tests.integration.ledger import Books
 from tests.integration.nodes import NodeError
-from tests.support import start, wait_for
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

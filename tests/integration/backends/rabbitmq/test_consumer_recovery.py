@@ -16,7 +16,8 @@ import queue
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 
 import pika
 import pytest
@@ -28,7 +29,8 @@ from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
 from queuey_core.queues import QueueConfig
 from tests import harness
 from tests.conftest import require_broker
-from tests.integration.broker import HOSTPORT, rabbitmqctl
+from tests.integration.broker import HOSTPORT
+from tests.integration.broker import rabbitmqctl
 
 VHOST = "queuey-consumer-recovery" if harness.VHOST == "/" else f"{harness.VHOST}.recovery"
 URL = f"amqp://guest:guest@{HOSTPORT}/{urllib.parse.quote(VHOST, safe='')}"

@@ -22,20 +22,30 @@ and on quorum queues.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 import pika
 import pytest
 
-from queuey_core import BackendError, Job, Producer, QueueSet
+from queuey_core import BackendError
+from queuey_core import Job
+from queuey_core import Producer
+from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.settings import load_settings
 from tests.integration import ledger
-from tests.integration.fleet import CONCURRENCY, PREFETCH, Feeder, WorkerProcess, write_config
+from tests.integration.fleet import CONCURRENCY
+from tests.integration.fleet import PREFETCH
+from tests.integration.fleet import Feeder
+from tests.integration.fleet import WorkerProcess
+from tests.integration.fleet import write_config
 from tests.integration.ledger import Books
-from tests.integration.nodes import Node, port_open
+from tests.integration.nodes import Node
+from tests.integration.nodes import port_open
 
 pytestmark = pytest.mark.integration
 

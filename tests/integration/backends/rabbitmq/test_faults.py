@@ -10,26 +10,28 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pika
 import pytest
 
-from queuey_core import (
-    ConsumerStoppedError,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-)
+from queuey_core import ConsumerStoppedError
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration.broker import unique
-from tests.integration.nodes import Node, port_open
-from tests.support import Running, start, wait_for
+from tests.integration.nodes import Node
+from tests.integration.nodes import port_open
+from tests.support import Running
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,24 +10,25 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    Envelope,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Worker,
-)
+from queuey_core import BackendError
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, VHOST
-from tests.integration.broker import delete_queues, unique
-from tests.support import start, wait_for
+from tests.harness import AMQP_URL
+from tests.harness import VHOST
+from tests.integration.broker import delete_queues
+from tests.integration.broker import scratch_queue
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +38,8 @@ DOWN = f"amqp://guest:n0tsecret@127.0.0.1:1/{AMQP_URL.rsplit('/', 1)[1]}"
 
 @pytest.fixture
 def queue() -> Iterator[str]:
-    require_broker()
-    name = unique("it.failover")
-    yield name
-    delete_queues(name)
+    with scratch_queue("it.failover") as name:
+        yield name
 
 
 def test_a_backend_whose_first_node_is_down_works_through_the_next(queue: str) -> None:

@@ -19,23 +19,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-import pika
 import pytest
 
-from queuey_core import (
-    EnqueueUnknownError,
-    Job,
-    NotEnqueuedError,
-    Producer,
-    PublishFailure,
-    QueueConfig,
-    QueueSet,
-    job_id_for,
-)
+from queuey_core import EnqueueUnknownError
+from queuey_core import Job
+from queuey_core import NotEnqueuedError
+from queuey_core import Producer
+from queuey_core import PublishFailure
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.integration import own_node as own_node_module
+from tests.integration.broker import take_job_ids
 from tests.integration.own_node import OwnNode
-from tests.support import counts_line, wait_for
+from tests.support import counts_line
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,26 +59,8 @@ def node(own_node: OwnNode) -> Iterator[OwnNode]:
 
 
 def job_ids_on(node: OwnNode, queue: str) -> list[uuid.UUID]:
-    """Take every message off ``queue``: their job ids, duplicates included."""
-    conn = pika.BlockingConnection(pika.URLParameters(node.url))
-    try:
-        ch = conn.channel()
-        ids: list[uuid.UUID] = []
-        left = int(ch.queue_declare(queue, passive=True).method.message_count)
-        if left == 0:
-            return ids
-        ch.basic_qos(prefetch_count=1000)
-        for method, props, _ in ch.consume(queue, auto_ack=True, inactivity_timeout=2):
-            if method is None:
-                break
-            ids.append(uuid.UUID(props.message_id))
-            left -= 1
-            if left == 0:
-                break
-        ch.cancel()
-        return ids
-    finally:
-        conn.close()
+    """Take every message off ``queue`` on the node: their job ids, duplicates included."""
+    return take_job_ids(queue, node.url)
 
 
 def ready(node: OwnNode, queue: str = QNAME) -> int:

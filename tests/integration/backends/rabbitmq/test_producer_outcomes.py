@@ -15,22 +15,24 @@ from typing import ClassVar
 import pika
 import pytest
 
-from queuey_core import (
-    Envelope,
-    Job,
-    NotEnqueuedError,
-    Producer,
-    PublishFailure,
-    QueueConfig,
-    QueueSet,
-    UnroutableError,
-    job_id_for,
-)
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core import NotEnqueuedError
+from queuey_core import Producer
+from queuey_core import PublishFailure
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import UnroutableError
+from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.publisher import Pub, properties
+from queuey_core.backends.rabbitmq.publisher import Pub
+from queuey_core.backends.rabbitmq.publisher import properties
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, rabbitmqctl, unique
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
 

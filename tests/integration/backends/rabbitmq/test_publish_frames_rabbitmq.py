@@ -9,15 +9,22 @@ sees them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pytest
 
-from queuey_core import Envelope, Job, Producer, QueueConfig, QueueSet
+from queuey_core import Envelope
+from queuey_core import Job
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, unique
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
 

@@ -19,25 +19,25 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import (
-    DeadLetter,
-    Deferred,
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueKind,
-    QueueSet,
-    Retryable,
-    Worker,
-)
+from queuey_core import DeadLetter
+from queuey_core import Deferred
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueKind
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.settings import load_settings
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import delete_queues, list_json
-from tests.support import start, wait_for
+from tests.integration.broker import delete_queues
+from tests.integration.broker import list_json
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -7,21 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from queuey_core import QueueConfig, QueueKind
+from queuey_core import QueueConfig
+from queuey_core import QueueKind
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, list_json, unique
+from tests.integration.broker import channel
+from tests.integration.broker import list_json
+from tests.integration.broker import scratch_queue
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def queue() -> Iterator[str]:
-    require_broker()
-    name = unique("it.qdlq")
-    yield name
-    delete_queues(name)
+    with scratch_queue("it.qdlq") as name:
+        yield name
 
 
 def kinds(*names: str) -> dict[str, str]:

@@ -10,25 +10,30 @@ from typing import ClassVar
 
 import pytest
 
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    Envelope,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueKind,
-    QueueSet,
-    RetryPolicy,
-    Worker,
-)
-from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import Envelope
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueKind
+from queuey_core import QueueSet
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq import topology
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL, BROKER_HOST, BROKER_PORT
-from tests.integration.broker import channel, delete_queues, list_json, unique
-from tests.support import start, wait_for
+from tests.harness import AMQP_URL
+from tests.harness import BROKER_HOST
+from tests.harness import BROKER_PORT
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import list_json
+from tests.integration.broker import unique
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

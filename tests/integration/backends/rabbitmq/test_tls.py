@@ -17,27 +17,27 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pika.exceptions
 import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import (
-    BackendError,
-    ConfigError,
-    Handler,
-    Job,
-    Producer,
-    Worker,
-)
+from queuey_core import BackendError
+from queuey_core import ConfigError
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import Producer
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.errors import connect_error
 from queuey_core.settings import load_settings
 from tests.integration.certs import Certs
 from tests.integration.nodes import Node
-from tests.support import start, wait_for
+from tests.support import start
+from tests.support import wait_for
 
 QUEUE = "tls.jobs"
 

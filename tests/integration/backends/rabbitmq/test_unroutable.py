@@ -24,11 +24,13 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
-from queuey_core import DeadLetter, Envelope, QueueConfig
-from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
+from queuey_core import DeadLetter
+from queuey_core import Envelope
+from queuey_core import QueueConfig
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq import topology
 from tests import harness
-from tests.conftest import require_broker
-from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import own_vhost
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +46,9 @@ def _url(vhost: str) -> str:
 @pytest.fixture
 def vhost(request: pytest.FixtureRequest) -> Iterator[str]:
     """A virtual host of its own, named after the tests' one, deleted after the test."""
-    require_broker()
     base = "queuey-test" if harness.VHOST == "/" else harness.VHOST
-    name = f"{base}.{request.node.name.removeprefix('test_')[:40]}"
-    rabbitmqctl("add_vhost", name)
-    rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
-    yield name
-    rabbitmqctl("delete_vhost", name)
+    with own_vhost(f"{base}.{request.node.name.removeprefix('test_')[:40]}") as name:
+        yield name
 
 
 def _publish_delayed(url: str, queue: str) -> Envelope:

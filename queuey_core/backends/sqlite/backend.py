@@ -173,24 +173,24 @@ class SqliteBackend(
     # -- DeadLetterTools -------------------------------------------------------------
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`Backend.list_dead_letters`."""
+        """See :meth:`DeadLetterTools.list_dead_letters`."""
         with self._db.read() as conn:
             return [d for _, d in dead.listed(conn, queue, limit=limit)]
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`Backend.requeue_dead_letters`: undecodable ones stay."""
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
         self._check_open()
         moved = self._writer.requeue_dead(queue, job_ids)
         self._pump.wake()
         return moved
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`Backend.delete_dead_letters`."""
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
         with self._db.write() as conn:
             return dead.delete(conn, queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`Backend.purge_dead_letters`."""
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
         with self._db.write() as conn:
             return dead.purge(conn, queue)
 

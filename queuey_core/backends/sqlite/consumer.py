@@ -5,8 +5,9 @@ A subscription holds at most ``prefetch`` unsettled deliveries (its credit); the
 row: settling it deletes the row (and, for a retry, deferral or dead letter, writes its
 replacement) in the same transaction, so a crash in between neither loses nor
 duplicates. Owns: credit, the sink's ordering, and the rule that once
-:meth:`SqliteSubscription.cancel` returns the sink gets nothing more. Must never: settle a row whose lease was lost to
-another worker (the settle is refused, and :meth:`SqliteDelivery.is_stale` says so).
+:meth:`SqliteSubscription.cancel` returns the sink gets nothing more. Must never: settle
+a row whose lease was lost to another worker (the settle is refused, and
+:meth:`SqliteDelivery.is_stale` says so).
 """
 
 from __future__ import annotations

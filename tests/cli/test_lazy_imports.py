@@ -59,6 +59,7 @@ COMMANDS = [
     "handlers",
     "scheduler",
     "schema",
+    "migrate",
     "dlq",
     "config",
     "schedules",

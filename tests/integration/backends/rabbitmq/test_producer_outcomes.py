@@ -129,7 +129,7 @@ def test_a_message_that_cannot_be_encoded_fails_alone_and_the_publisher_goes_on(
     # in the backend (dead letters), and a future one must not take the link down.
     pubs, ids = bad_pubs(3)
     with pytest.raises(NotEnqueuedError) as caught:
-        rabbit._send(pubs)  # more than one: through the publisher link
+        rabbit._publishing.send(pubs)  # more than one: through the publisher link
     error = caught.value
     assert error.reason is PublishFailure.UNENCODABLE
     assert "could not be encoded for AMQP" in str(error)
@@ -139,7 +139,7 @@ def test_a_message_that_cannot_be_encoded_fails_alone_and_the_publisher_goes_on(
     env = Envelope.for_job(Here(n=0), enqueued_at=0)
     lone = Pub("", HERE, env.encode(), properties(env, {"x": object()}), env.job_id)
     with pytest.raises(NotEnqueuedError) as direct:
-        rabbit._send([lone])  # alone: on the caller's own connection
+        rabbit._publishing.send([lone])  # alone: on the caller's own connection
     assert direct.value.reason is PublishFailure.UNENCODABLE
     assert direct.value.not_enqueued == (env.job_id,)
 

@@ -29,6 +29,7 @@ from queuey_core.backends.capabilities import (
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, error_text, refused
 from queuey_core.backends.rabbitmq.nodes import Picker
+from queuey_core.backends.rabbitmq.pika_compat import nowait_channel, server_properties
 from queuey_core.errors import BackendError, ConfigError
 from queuey_core.queues import QueueConfig, QueueKind
 
@@ -104,7 +105,7 @@ class Admin:
                 self._conn = self._nodes.blocking_connection()
             except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
                 raise connect_error(exc, self._where) from exc
-            version = self._conn._impl.server_properties.get("version", b"")
+            version = server_properties(self._conn).get("version", b"")
             self.server_version = version.decode() if isinstance(version, bytes) else str(version)
         return self._conn
 
@@ -327,7 +328,7 @@ class Declares:
         *ahead, (method, args, kwargs) = self._calls
         # pika's own channel under the blocking one: a call without a callback is sent
         # nowait, written out with the last call's request.
-        nowait = ch if self._wait_each else ch._impl
+        nowait = ch if self._wait_each else nowait_channel(ch)
         for name, ahead_args, ahead_kwargs in ahead:
             getattr(nowait, name)(*ahead_args, **ahead_kwargs)
         getattr(ch, method)(*args, **kwargs)

@@ -51,7 +51,7 @@ from queuey_core.backends.rabbitmq.dead_letters import (
 )
 from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
-from queuey_core.backends.rabbitmq.publisher import Pub, properties
+from queuey_core.backends.rabbitmq.messages import Pub, properties
 from queuey_core.backends.rabbitmq.publishing import Publishing
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
 from queuey_core.envelope import EncodedEnvelope, Envelope

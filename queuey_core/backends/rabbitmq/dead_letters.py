@@ -30,7 +30,7 @@ from queuey_core.backends.capabilities import (
 )
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
-from queuey_core.backends.rabbitmq.publisher import Pub, check_encodable, properties
+from queuey_core.backends.rabbitmq.messages import Pub, check_encodable, properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError, UnknownQueueError
 from queuey_core.text import ascii_printable, body_preview, message_handle

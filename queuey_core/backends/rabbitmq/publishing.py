@@ -19,7 +19,8 @@ from typing import NoReturn
 from queuey_core.backends.rabbitmq.confirms import Deadline, raise_for, settle, wait_for
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
-from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink, pub_for
+from queuey_core.backends.rabbitmq.messages import Pub, pub_for
+from queuey_core.backends.rabbitmq.publisher import PublisherLink
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
     BackendError,

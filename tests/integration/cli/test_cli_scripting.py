@@ -25,7 +25,7 @@ import pytest
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.publisher import properties
+from queuey_core.backends.rabbitmq.messages import properties
 from queuey_core.backends.rabbitmq.topology import dead_letter_headers
 from queuey_core.handlers import discover
 from tests import harness

@@ -25,8 +25,8 @@ from queuey_core import QueueSet
 from queuey_core import UnroutableError
 from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.publisher import Pub
-from queuey_core.backends.rabbitmq.publisher import properties
+from queuey_core.backends.rabbitmq.messages import Pub
+from queuey_core.backends.rabbitmq.messages import properties
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import channel

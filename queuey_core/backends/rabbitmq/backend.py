@@ -43,7 +43,7 @@ from queuey_core.backends.rabbitmq.admin import (
     inspect,
 )
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
-from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
+from queuey_core.backends.rabbitmq.consumer import ConsumerLink
 from queuey_core.backends.rabbitmq.dead_letters import (
     RabbitDeadLetters,
     dead_letter_pub,
@@ -54,6 +54,7 @@ from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
 from queuey_core.backends.rabbitmq.messages import Pub, properties
 from queuey_core.backends.rabbitmq.publishing import Publishing
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
+from queuey_core.backends.rabbitmq.subscription import RabbitSubscription
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, UnroutableError
 from queuey_core.queues import QueueConfig

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuey_core._lazy import lazy_exports
+from queuey_core._version import __version__
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
 from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
 from queuey_core.clock import Clock, ManualClock, SystemClock
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from queuey_core.producer import Producer, job_id_for
     from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 
-__version__ = "0.1.0"
 
 #: Imported on first use: a worker without schedules never loads them (nor croniter),
 #: and `queuey worker` neither the in-memory backend nor the producer.

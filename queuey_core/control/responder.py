@@ -22,8 +22,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from queuey_core._version import __version__
 from queuey_core.clock import Clock
 from queuey_core.control.documents import (
     VERSION,
@@ -33,10 +33,7 @@ from queuey_core.control.documents import (
     WorkerStatus,
 )
 from queuey_core.errors import DecodeError
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
-
-if TYPE_CHECKING:
-    from queuey_core.worker.runner import Worker
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +64,19 @@ class JobCounts(WorkerHooks):
         """Jobs started whose outcome has not been reported yet."""
         return self._running
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "starting"
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "consuming"
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "draining"
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "stopped"
 
@@ -152,8 +149,6 @@ class Identity:
     @classmethod
     def here(cls) -> Identity:
         """This process (read now: a forked child is another process)."""
-        from queuey_core import __version__  # noqa: PLC0415 (queuey_core imports us)
-
         host, pid = socket.gethostname(), os.getpid()
         return cls(
             id=f"{host}:{pid}:{uuid.uuid4().hex[:6]}",
@@ -179,7 +174,7 @@ class ControlResponder:
 
     def __init__(
         self,
-        worker: Worker,
+        worker: RunningWorker,
         counts: JobCounts,
         *,
         clock: Clock,

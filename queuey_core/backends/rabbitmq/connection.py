@@ -16,7 +16,7 @@ from typing import Any
 
 import pika
 
-from queuey_core import __version__
+from queuey_core._version import __version__
 from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
 from queuey_core.errors import ConfigError
 from queuey_core.urls import redact

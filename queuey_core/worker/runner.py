@@ -176,10 +176,10 @@ class Worker:
 
         def sink(item: Delivery | ConsumerEnded) -> None:
             if not isinstance(item, ConsumerEnded):
-                handle._add_in_flight(1)
+                handle.record_in_flight(1)
             events.put(item)
 
-        handle._add_waker(stopping.set)
+        handle.add_waker(stopping.set)
         if handle.is_shutdown():
             stopping.set()
         subscriptions: list[Subscription] = []
@@ -225,7 +225,7 @@ class Worker:
             for thread in threads:
                 thread.join()
         finally:
-            handle._remove_waker(stopping.set)
+            handle.remove_waker(stopping.set)
             for sub in subscriptions:
                 try:
                     sub.close()  # anything never processed goes back to the broker
@@ -283,4 +283,4 @@ class Worker:
             except BaseException:  # never expected: dispatch() settles every outcome itself
                 logger.critical("worker bug while processing a delivery", exc_info=True)
             finally:
-                self._handle._add_in_flight(-1)
+                self._handle.record_in_flight(-1)

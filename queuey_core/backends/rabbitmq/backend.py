@@ -50,9 +50,10 @@ from queuey_core.backends.rabbitmq.dead_letters import (
     raw_dead_letter_pub,
 )
 from queuey_core.backends.rabbitmq.election import RabbitElection
-from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
+from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.messages import Pub, properties
 from queuey_core.backends.rabbitmq.publishing import Publishing
+from queuey_core.backends.rabbitmq.result import LinkStatus, Result
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
 from queuey_core.backends.rabbitmq.subscription import RabbitSubscription
 from queuey_core.envelope import EncodedEnvelope, Envelope

@@ -22,7 +22,8 @@ from pika.channel import Channel
 
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.delivery import STALE, Undecodable
-from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
+from queuey_core.backends.rabbitmq.link import Link
+from queuey_core.backends.rabbitmq.result import LinkStatus, Result
 from queuey_core.errors import BackendError, ConsumerStoppedError
 
 

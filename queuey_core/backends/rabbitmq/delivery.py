@@ -31,7 +31,7 @@ from pika.channel import Channel
 
 from queuey_core.backends.capabilities import EarlyAck
 from queuey_core.backends.rabbitmq.acks import Unsettled
-from queuey_core.backends.rabbitmq.link import Result
+from queuey_core.backends.rabbitmq.result import Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
     BackendError,

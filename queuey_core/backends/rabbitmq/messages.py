@@ -17,7 +17,7 @@ from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.rabbitmq.errors import error_text
 from queuey_core.backends.rabbitmq.frames import encoded_properties
-from queuey_core.backends.rabbitmq.link import Result
+from queuey_core.backends.rabbitmq.result import Result
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import NotEnqueuedError, PublishFailure
 

@@ -28,7 +28,8 @@ from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
 from queuey_core.backends.rabbitmq.delivery import RabbitDelivery, Republisher, Undecodable
-from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Result
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
+from queuey_core.backends.rabbitmq.result import Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig

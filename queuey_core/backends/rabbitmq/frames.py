@@ -4,7 +4,7 @@ Owns: the bytes of a publish (method, content header, body frames) as one piece
 (:func:`publish_frames`), and the encoded properties of an already-encoded envelope
 (:func:`encoded_properties`). pika's ``basic_publish`` marshals every frame through
 generic code and writes each of a message's frames apart; these build the same bytes
-(tests/test_publish_frames.py holds them to pika's, byte for byte) for one write.
+(tests/backends/rabbitmq/test_publish_frames.py holds them to pika's, byte for byte) for one write.
 Must never: produce bytes other than what pika would write for the same message.
 """
 

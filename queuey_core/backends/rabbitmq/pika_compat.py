@@ -2,9 +2,9 @@
 
 queuey relies on a few of pika's internals where the public API cannot do the job
 (the reasons are on each function). They are here, and only here, so that a pika
-release that changes one breaks one known place: tests/test_pika_compat.py (and
-tests/integration/test_pika_compat_rabbitmq.py, on a real broker) fails with a
-message saying which behaviour changed. pika is pinned to the minor version the
+release that changes one breaks one known place: test_pika_compat.py (under
+tests/backends/rabbitmq/; on a real broker, its twin under tests/integration/backends/rabbitmq/)
+fails with a message saying which behaviour changed. pika is pinned to the minor version the
 suite ran on (pyproject.toml); check this module before moving the pin.
 Must never: grow a use of pika's internals outside this module.
 """

@@ -1,9 +1,9 @@
 """The publisher link's own frames, as RabbitMQ reads them (in the test vhost).
 
-The link writes each batch's frames itself (tests/test_publish_frames.py holds them to
-pika's byte for byte); here the broker takes them: bodies larger than a frame, mixed
-job types and priorities in one batch, and every message's properties as a consumer
-sees them.
+The link writes each batch's frames itself (test_publish_frames.py, under
+tests/backends/rabbitmq/, holds them to pika's byte for byte); here the broker takes
+them: bodies larger than a frame, mixed job types and priorities in one batch, and
+every message's properties as a consumer sees them.
 """
 
 from __future__ import annotations

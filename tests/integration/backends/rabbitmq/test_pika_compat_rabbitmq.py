@@ -1,7 +1,8 @@
 """What each of pika's undocumented names does, on the real broker (in the test vhost).
 
-tests/test_pika_compat.py checks that the names are there; these check that they still
-behave as queuey relies on (the frames written by hand: test_publish_frames_rabbitmq).
+tests/backends/rabbitmq/test_pika_compat.py checks that the names are there; these check
+that they still behave as queuey relies on (the frames written by hand:
+test_publish_frames_rabbitmq).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from queuey_core.backends.rabbitmq import pika_compat
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import delete_queues, unique
+from tests.integration.broker import delete_queues
+from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
 

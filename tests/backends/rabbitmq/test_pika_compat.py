@@ -1,8 +1,8 @@
 """Each of pika's undocumented names queuey uses (pika_compat.py) is still there.
 
 A failure here names the pika behaviour that changed and the queuey code that relied on
-it; tests/integration/test_pika_compat_rabbitmq.py checks what each one does on a real
-broker. Moving pika's pin (pyproject.toml) starts here.
+it; test_pika_compat_rabbitmq.py (under tests/integration/backends/rabbitmq/) checks what
+each one does on a real broker. Moving pika's pin (pyproject.toml) starts here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.queues import QueueKind
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+DOC_DIR = Path(__file__).resolve().parent.parent / "docs"
+DOC = (DOC_DIR / "protocol.md").read_text()
 
 
 def test_the_delay_routing_key_example_is_the_ladders() -> None:
@@ -41,6 +42,15 @@ def test_the_queue_arguments_are_queueys() -> None:
         assert f"`{key}:" in DOC, key
     assert f"at most {MAX_QUEUE_NAME_BYTES} bytes" in DOC
     assert topology.deliver_binding("Q") == "*." * 36 + "Q"
+
+
+def test_a_dead_letter_queue_is_of_its_queues_kind_as_the_pages_say() -> None:
+    assert topology.dead_letter_queue_arguments(QueueKind.QUORUM) == {"x-queue-type": "quorum"}
+    assert topology.dead_letter_queue_arguments(QueueKind.CLASSIC) == {"x-queue-type": "classic"}
+    assert "the same as `Q`'s" in DOC
+    for page in [DOC_DIR.parent / "README.md", *sorted(DOC_DIR.glob("**/*.md"))]:
+        text = " ".join(page.read_text().split())
+        assert "dead-letter queue is always classic" not in text, f"{page}: beta.dlq is quorum"
 
 
 def test_the_dead_letter_headers_are_the_documented_ones() -> None:

@@ -31,6 +31,30 @@ MAX_ENQUEUED_AT = 2**53
 _SHORT_STRING_BYTES = 255
 
 
+#: The end of the text in a schema's ``pattern``: ``$`` alone also matches before a final
+#: newline in Python's ``re`` (which Python's validators use), not in ECMA-262.
+_END = "$(?!\\n)"
+_HEX_UUID = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+#: Every spelling of a UUID a worker takes as a ``job_id`` (what pydantic parses; a test
+#: holds it to that): 8-4-4-4-12 hex digits in either case, bare, after ``urn:uuid:`` or
+#: between braces, or 32 hex digits. The worker carries on the canonical form (lower
+#: case, hyphenated). A regular expression that JSON Schema (ECMA-262) and Python share.
+UUID_PATTERN = f"^(?:{_HEX_UUID}|urn:uuid:{_HEX_UUID}|\\{{{_HEX_UUID}\\}}|[0-9A-Fa-f]{{32}}){_END}"
+_UUID_SPELLING = re.compile(UUID_PATTERN)
+
+
+def spells_uuid(text: str) -> bool:
+    """Whether ``text`` is a UUID in one of the spellings of :data:`UUID_PATTERN`."""
+    return _UUID_SPELLING.fullmatch(text) is not None
+
+
+def _uuid_schema(schema: dict[str, Any]) -> None:
+    # JSON Schema's "uuid" format is the hyphenated form only, and some validators
+    # assert it: the worker takes more, and the schema says what the worker takes.
+    schema.pop("format", None)
+    schema["pattern"] = UUID_PATTERN
+
+
 #: C0 and C1 controls, DEL and lone surrogates: what a short string must not hold.
 _NOT_IN_SHORT_STRING = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -85,7 +109,9 @@ class Envelope(BaseModel):
         description="Format version. A worker dead-letters an envelope of any other version.",
     )
     job_id: uuid.UUID = Field(
-        description="The job's id, kept through retries, deferrals and dead letters."
+        description="The job's id, kept through retries, deferrals and dead letters; "
+        "carried on in the canonical form (lower case, hyphenated).",
+        json_schema_extra=_uuid_schema,
     )
     job_type: ShortString = Field(
         description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes."

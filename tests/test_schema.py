@@ -21,6 +21,9 @@ from queuey_cli.main import app
 from queuey_core import DecodeError
 from queuey_core import Envelope
 from queuey_core import Job
+from queuey_core import job_id_for
+from queuey_core.envelope import spells_uuid
+from queuey_core.producer import JOB_ID_NAMESPACE
 from queuey_core.schema import envelope_schema
 from queuey_core.schema import payload_schema
 from queuey_core.schema import schema_text
@@ -127,3 +130,48 @@ def test_queuey_schema_of_an_unknown_job_type_is_one_line_and_exit_2() -> None:
     assert result.stderr.startswith("error: unknown job type 'no.such.")
     assert result.stderr.count("\n") == 1
     assert result.stdout == ""
+
+
+# Every spelling the worker takes, and some it refuses: pydantic parses job ids, so this
+# holds the schema's pattern, job_id_for and the worker to one list across upgrades.
+_ID = "0b5c7a9e-3f0e-4b6a-9d57-2c2f4e8b7a11"
+_TAKEN = [
+    _ID,
+    _ID.upper(),
+    _ID.replace("-", ""),
+    _ID.replace("-", "").upper(),
+    f"urn:uuid:{_ID}",
+    f"urn:uuid:{_ID.upper()}",
+    f"{{{_ID}}}",
+]
+_REFUSED = [
+    f" {_ID}",
+    f"{_ID}\n",
+    f"URN:UUID:{_ID}",
+    f"uuid:{_ID}",
+    f"urn:uuid:{_ID.replace('-', '')}",
+    f"{{{_ID.replace('-', '')}}}",
+    f"{{urn:uuid:{_ID}}}",
+    _ID[:-1],
+    _ID[:-1] + "g",
+    "0b5c7a9e-3f0e4b6a-9d57-2c2f4e8b7a11",
+]
+
+
+@pytest.mark.parametrize("text", _TAKEN)
+def test_a_job_id_spelling_the_worker_takes_fits_the_schema(text: str) -> None:
+    body = {**_body(), "job_id": text}
+    assert Envelope.decode(json.dumps(body).encode()).job_id == uuid.UUID(_ID)
+    assert not list(_validator(envelope_schema()).iter_errors(body)), text
+    assert spells_uuid(text)
+    assert job_id_for(text) == uuid.UUID(_ID), "a key spelling an id is that id"
+
+
+@pytest.mark.parametrize("text", _REFUSED)
+def test_a_job_id_spelling_the_worker_refuses_breaks_the_schema(text: str) -> None:
+    body = {**_body(), "job_id": text}
+    with pytest.raises(DecodeError, match="job_id"):
+        Envelope.decode(json.dumps(body).encode())
+    assert list(_validator(envelope_schema()).iter_errors(body)), text
+    assert not spells_uuid(text)
+    assert job_id_for(text) == uuid.uuid5(JOB_ID_NAMESPACE, text), "any other key: uuid5"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,6 +20,7 @@ from pydantic_core import to_json
 
 from queuey_core.errors import DecodeError
 from queuey_core.jobs import Job, job_identity
+from queuey_core.limits import MAX_QUEUE_NAME_BYTES, MAX_SHORT_STRING_BYTES
 
 J = TypeVar("J", bound=Job)
 
@@ -28,7 +30,6 @@ VERSION = 1
 MAX_COUNT = 2**31 - 1
 #: The latest ``enqueued_at`` (ms): past it, the AMQP timestamp would not be exact.
 MAX_ENQUEUED_AT = 2**53
-_SHORT_STRING_BYTES = 255
 
 
 #: The end of the text in a schema's ``pattern``: ``$`` alone also matches before a final
@@ -59,36 +60,55 @@ def _uuid_schema(schema: dict[str, Any]) -> None:
 _NOT_IN_SHORT_STRING = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def _short_string(value: str) -> str:
-    """An AMQP short string (``type`` property, routing key): 255 UTF-8 bytes, no controls.
+def _short_string(limit: int) -> Callable[[str], str]:
+    """The check of an AMQP short string (``type`` property, routing key) of at most
+    ``limit`` UTF-8 bytes, without controls."""
 
-    Checked on every delivery, so the common case is cheap: printable ASCII of at most
-    255 characters (a job type, a queue name) is one byte a character and holds no
-    control; otherwise a string of at most 63 characters cannot exceed 255 bytes, and
-    one regular expression finds a control.
-    """
-    if value.isascii() and value.isprintable() and len(value) <= _SHORT_STRING_BYTES:
+    def check(value: str) -> str:
+        # Checked on every delivery, so the common case is cheap: printable ASCII of at
+        # most `limit` characters (a job type, a queue name) is one byte a character and
+        # holds no control; otherwise a string of at most limit/4 characters cannot
+        # exceed `limit` bytes, and one regular expression finds a control.
+        if value.isascii() and value.isprintable() and len(value) <= limit:
+            return value
+        if len(value) * 4 > limit and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise ValueError(f"longer than {limit} UTF-8 bytes")
+        if _NOT_IN_SHORT_STRING.search(value):
+            raise ValueError("contains a control character or a lone surrogate")
         return value
-    if len(value) * 4 > _SHORT_STRING_BYTES and (
-        len(value.encode("utf-8", "surrogatepass")) > _SHORT_STRING_BYTES
-    ):
-        raise ValueError(f"longer than {_SHORT_STRING_BYTES} UTF-8 bytes")
-    if _NOT_IN_SHORT_STRING.search(value):
-        raise ValueError("contains a control character or a lone surrogate")
-    return value
+
+    return check
 
 
-#: In the JSON Schema, ``maxLength`` counts characters: the rule is 255 UTF-8 bytes.
-ShortString = Annotated[
-    str,
-    Field(
+def _short_string_field(limit: int) -> Any:
+    """The field of a str of 1 to ``limit`` UTF-8 bytes without controls: its schema.
+
+    A schema's ``maxLength`` counts characters, not bytes: it is ``limit`` (no string
+    of more characters can fit), and ``x-queuey-max-utf8-bytes`` states the real rule
+    for validators taught it (docs/protocol.md, "Validating against the schemas").
+    """
+    return Field(
         min_length=1,
         json_schema_extra={
-            "maxLength": _SHORT_STRING_BYTES,
-            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",
+            "maxLength": limit,
+            MAX_UTF8_BYTES_KEYWORD: limit,
+            "pattern": f"^[^\\u0000-\\u001f\\u007f-\\u009f]*{_END}",
         },
-    ),
-    AfterValidator(_short_string),
+    )
+
+
+#: The schema keyword of a string's limit in UTF-8 bytes (``maxLength`` counts characters).
+MAX_UTF8_BYTES_KEYWORD = "x-queuey-max-utf8-bytes"
+JobTypeName = Annotated[
+    str,
+    _short_string_field(MAX_SHORT_STRING_BYTES),
+    AfterValidator(_short_string(MAX_SHORT_STRING_BYTES)),
+]
+#: A queue's name rides in a delayed message's routing key behind the delay bits.
+QueueName = Annotated[
+    str,
+    _short_string_field(MAX_QUEUE_NAME_BYTES),
+    AfterValidator(_short_string(MAX_QUEUE_NAME_BYTES)),
 ]
 
 
@@ -113,12 +133,14 @@ class Envelope(BaseModel):
         "carried on in the canonical form (lower case, hyphenated).",
         json_schema_extra=_uuid_schema,
     )
-    job_type: ShortString = Field(
-        description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes."
+    job_type: JobTypeName = Field(
+        description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes "
+        "(maxLength counts characters: see x-queuey-max-utf8-bytes)."
     )
-    queue: ShortString = Field(
-        description="The queue the job is published to; a worker dead-letters an envelope "
-        "that names another queue than the one it came from."
+    queue: QueueName = Field(
+        description="The queue the job is published to, at most 183 UTF-8 bytes (maxLength "
+        "counts characters: see x-queuey-max-utf8-bytes); a worker dead-letters an "
+        "envelope that names another queue than the one it came from."
     )
     attempt: int = Field(
         default=1, ge=1, le=MAX_COUNT, description="Runs so far that may fail, this one included."

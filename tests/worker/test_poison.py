@@ -391,3 +391,41 @@ def test_a_retry_goes_to_the_queue_it_came_from_whatever_its_envelope_says(
     assert got[1].envelope.queue == BETA
     got[1].ack()
     sub.close()
+
+
+# -- what an envelope cannot check: its job type's queue, its priority ------------------
+
+
+def test_a_job_type_published_to_another_queue_than_its_own_is_dead_lettered_unrun(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    seen = recorder()
+    names: list[str] = []
+
+    def greet(job: Greet, ctx: JobContext) -> None:
+        names.append(job.name)
+
+    def ping(job: Ping, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+
+    worker = Worker(
+        h.backend, h.queues, [Handler(Greet, greet), Handler(Ping, ping)], clock=h.clock
+    )
+    running = start(worker, h)
+    # Ping is bound to BETA; this one says ALPHA and is published there, as a foreign
+    # producer that guessed the queue would.
+    body = envelope_dict(queue=ALPHA, job_type=Ping.NAME, payload={"seq": 1})
+    inject(h, ALPHA, json.dumps(body).encode())
+
+    h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)))
+    [dead] = h.backend.dead_letters(ALPHA)
+    assert dead.reason == (
+        f"job type {Ping.NAME!r} is bound to queue {BETA!r}, not {ALPHA!r} "
+        "(the queue it was delivered from)"
+    )
+    assert str(dead.envelope.job_id) == body["job_id"], "the job is kept whole"
+    assert seen.attempts() == 0, "it never ran on the wrong queue"
+    good_job_still_runs(h, h.producer(), names)
+    assert running.handle.settle_failures() == 0
+    running.stop()

@@ -149,7 +149,11 @@ class Envelope(BaseModel):
         default=0, ge=0, le=MAX_COUNT, description="Deferrals so far (they spend no attempt)."
     )
     priority: int = Field(
-        default=0, ge=0, le=255, description="Also sent as the AMQP priority property."
+        default=0,
+        ge=0,
+        le=255,
+        description="At most the queue's max_priority (0 on a queue without priorities): a "
+        "worker dead-letters a higher one. Also sent as the AMQP priority property.",
     )
     enqueued_at: int = Field(
         ge=0, le=MAX_ENQUEUED_AT, description="When it was first enqueued: ms since the Unix epoch."

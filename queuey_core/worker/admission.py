@@ -33,4 +33,17 @@ def refusal(envelope: Envelope, delivered_from: str, bound: QueueConfig) -> str 
             f"job type {envelope.job_type!r} is bound to queue {bound.name!r}, "
             f"not {delivered_from!r} (the queue it was delivered from)"
         )
+    if envelope.priority > bound.top_priority:
+        # The broker would order it as the top priority, but the job would see and pass on
+        # a priority its queue cannot have; the producer refuses the same, so a foreign
+        # producer learns of its mistake here rather than never.
+        if bound.max_priority is None:
+            return (
+                f"envelope priority {envelope.priority} on queue {bound.name!r}, "
+                "which has no priorities (send 0)"
+            )
+        return (
+            f"envelope priority {envelope.priority} is above the max_priority of queue "
+            f"{bound.name!r} ({bound.max_priority})"
+        )
     return None

@@ -11,7 +11,7 @@ Before the seed's steps, a delivery the worker cannot trust is dead-lettered unr
 Then the seed's algorithm:
 
 1. no handler for ``envelope.job_type`` -> dead letter ("no handler ..."); a job type
-   bound to another queue too (:mod:`.admission`);
+   bound to another queue, or a priority above the queue's, too (:mod:`.admission`);
 2. the payload does not validate against the handler's job model -> dead letter
    ("decode error ..."), and the handler never runs;
 3. the handler runs, under the job timeout if one applies (:mod:`.timeout`);

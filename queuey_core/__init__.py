@@ -39,16 +39,19 @@ from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 if TYPE_CHECKING:
     from queuey_core.backends.memory import MemoryBackend
+    from queuey_core.backends.rabbitmq import RabbitMQBackend
     from queuey_core.producer import Producer, job_id_for
     from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 
 
 #: Imported on first use: a worker without schedules never loads them (nor croniter),
-#: and `queuey worker` neither the in-memory backend nor the producer.
+#: `queuey worker` neither the in-memory backend nor the producer, and `import queuey_core`
+#: never pika (it comes with the first use of `RabbitMQBackend`).
 _LAZY = {
     **dict.fromkeys(("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"),
     "MemoryBackend": "queuey_core.backends.memory",
     "Producer": "queuey_core.producer",
+    "RabbitMQBackend": "queuey_core.backends.rabbitmq",
     "job_id_for": "queuey_core.producer",
 }
 
@@ -95,6 +98,7 @@ __all__ = [
     "QueueKind",
     "QueueSet",
     "QueueyError",
+    "RabbitMQBackend",
     "Retry",
     "RetryDecision",
     "RetryPolicy",

@@ -10,7 +10,8 @@ Before the seed's steps, a delivery the worker cannot trust is dead-lettered unr
 
 Then the seed's algorithm:
 
-1. no handler for ``envelope.job_type`` -> dead letter ("no handler ...");
+1. no handler for ``envelope.job_type`` -> dead letter ("no handler ..."); a job type
+   bound to another queue, or a priority above the queue's, too (:mod:`.admission`);
 2. the payload does not validate against the handler's job model -> dead letter
    ("decode error ..."), and the handler never runs;
 3. the handler runs, under the job timeout if one applies (:mod:`.timeout`);
@@ -54,6 +55,7 @@ from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
+from queuey_core.worker.admission import refusal
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
@@ -148,6 +150,12 @@ class Dispatcher:
             self._settle(
                 delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
+            return
+        refused = refusal(env, queue, route.queue)
+        if refused is not None:
+            logger.error("%s; dead-lettering", refused, extra=fields)
+            self._hooks.dead_lettered(delivery, refused)
+            self._settle(delivery.dead_letter, (refused,), fields)
             return
         try:
             job = env.decode_job(route.job_type)

@@ -391,3 +391,82 @@ def test_a_retry_goes_to_the_queue_it_came_from_whatever_its_envelope_says(
     assert got[1].envelope.queue == BETA
     got[1].ack()
     sub.close()
+
+
+# -- what an envelope cannot check: its job type's queue, its priority ------------------
+
+
+def test_a_job_type_published_to_another_queue_than_its_own_is_dead_lettered_unrun(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    seen = recorder()
+    names: list[str] = []
+
+    def greet(job: Greet, ctx: JobContext) -> None:
+        names.append(job.name)
+
+    def ping(job: Ping, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+
+    worker = Worker(
+        h.backend, h.queues, [Handler(Greet, greet), Handler(Ping, ping)], clock=h.clock
+    )
+    running = start(worker, h)
+    # Ping is bound to BETA; this one says ALPHA and is published there, as a foreign
+    # producer that guessed the queue would.
+    body = envelope_dict(queue=ALPHA, job_type=Ping.NAME, payload={"seq": 1})
+    inject(h, ALPHA, json.dumps(body).encode())
+
+    h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)))
+    [dead] = h.backend.dead_letters(ALPHA)
+    assert dead.reason == (
+        f"job type {Ping.NAME!r} is bound to queue {BETA!r}, not {ALPHA!r} "
+        "(the queue it was delivered from)"
+    )
+    assert str(dead.envelope.job_id) == body["job_id"], "the job is kept whole"
+    assert seen.attempts() == 0, "it never ran on the wrong queue"
+    good_job_still_runs(h, h.producer(), names)
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
+def test_a_priority_above_its_queues_max_priority_is_dead_lettered_with_the_field_named(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    seen = recorder()
+    runs: list[tuple[str, int]] = []
+
+    def greet(job: Greet, ctx: JobContext) -> None:
+        seen.enter()
+        runs.append((job.name, ctx.priority))
+        seen.leave()
+
+    def ping(job: Ping, ctx: JobContext) -> None:
+        runs.append((f"ping {job.seq}", ctx.priority))
+
+    worker = Worker(
+        h.backend, h.queues, [Handler(Greet, greet), Handler(Ping, ping)], clock=h.clock
+    )
+    running = start(worker, h)
+    # ALPHA's max_priority is 10; BETA has no priorities.
+    inject(h, ALPHA, json.dumps(envelope_dict(priority=11, payload={"name": "11"})).encode())
+    inject(h, ALPHA, json.dumps(envelope_dict(priority=10, payload={"name": "10"})).encode())
+    on_beta = envelope_dict(queue=BETA, job_type=Ping.NAME, priority=1, payload={"seq": 1})
+    inject(h, BETA, json.dumps(on_beta).encode())
+    inject(h, BETA, json.dumps({**on_beta, "priority": 0, "payload": {"seq": 0}}).encode())
+
+    h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)) and bool(h.backend.dead_letters(BETA)))
+    h.wait_for(lambda: len(runs) == 2)
+    [on_alpha] = h.backend.dead_letters(ALPHA)
+    assert (
+        on_alpha.reason == f"envelope priority 11 is above the max_priority of queue {ALPHA!r} (10)"
+    )
+    assert on_alpha.envelope.payload == {"name": "11"}
+    [no_priorities] = h.backend.dead_letters(BETA)
+    assert no_priorities.reason == (
+        f"envelope priority 1 on queue {BETA!r}, which has no priorities (send 0)"
+    )
+    assert sorted(runs) == [("10", 10), ("ping 0", 0)], "the ones within the limit run"
+    assert running.handle.settle_failures() == 0
+    running.stop()

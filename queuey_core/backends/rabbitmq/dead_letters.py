@@ -31,6 +31,7 @@ from queuey_core.backends.capabilities import (
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.messages import Pub, check_encodable, properties
+from queuey_core.backends.rabbitmq.unroutable import last_death_ms, unroutable_reason
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError, UnknownQueueError
 from queuey_core.text import ascii_printable, body_preview, message_handle
@@ -127,7 +128,8 @@ def get_all(
         if method is None:
             break
         last_tag = method.delivery_tag
-        got.append((method.delivery_tag, dead_letter_of(props, body, len(got) + 1)))
+        key = method.routing_key if dlq == topology.UNROUTABLE else None
+        got.append((method.delivery_tag, dead_letter_of(props, body, len(got) + 1, key)))
     if give_back and last_tag is not None:
         ch.basic_nack(last_tag, multiple=True, requeue=True)
     return got
@@ -165,11 +167,17 @@ def requeue(ch: BlockingChannel, queue: str, wanted: set[str] | None) -> int:
     return len(moved)
 
 
-def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDeadLetter:
-    """What a message of a dead-letter queue is, read without trusting any of it."""
+def dead_letter_of(
+    props: BasicProperties, body: bytes, position: int, unroutable_key: str | None = None
+) -> AnyDeadLetter:
+    """What a message of a dead-letter queue is, read without trusting any of it; one of
+    ``queuey.unroutable`` comes with its routing key, which names its queue."""
     headers = props.headers if isinstance(props.headers, dict) else {}
     reason = _reason(headers)
-    dead_at = _millis(headers.get(topology.DEAD_AT_HEADER))
+    if unroutable_key is not None and topology.REASON_HEADER not in headers:
+        reason = unroutable_reason(unroutable_key)
+    # Dead-lettered by RabbitMQ (unroutable, rejected): its x-death says when.
+    dead_at = _millis(headers.get(topology.DEAD_AT_HEADER)) or last_death_ms(headers)
     try:
         envelope = Envelope.decode(body)
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown

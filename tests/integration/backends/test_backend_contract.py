@@ -1,7 +1,8 @@
-"""The Backend contract: one set of tests, run on MemoryBackend and on RabbitMQ.
+"""The Backend contract: one set of tests, run on MemoryBackend, on a SQLite file and on
+RabbitMQ.
 
-In memory, time is a ManualClock advanced while polling; on RabbitMQ it is real, so the
-delays here are a few seconds at most.
+In memory and on SQLite, time is a ManualClock advanced while polling; on RabbitMQ it is
+real, so the delays here are a few seconds at most.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
 from queuey_core import UnroutableError
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 
@@ -70,7 +72,7 @@ class Collector:
 class Env:
     """A backend under contract, with its notion of time."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, tmp: str = "") -> None:
         self.kind = kind
         self.run = uuid.uuid4().hex[:8]
         self.made: list[str] = []
@@ -78,6 +80,8 @@ class Env:
         self.backend: Any
         if kind == "memory":
             self.backend = MemoryBackend(clock=self.clock)
+        elif kind == "sqlite":
+            self.backend = SqliteBackend(f"sqlite:///{tmp}/contract.db", clock=self.clock)
         else:
             self.backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
 
@@ -88,20 +92,27 @@ class Env:
         return config
 
     def now(self) -> float:
-        return self.clock.monotonic() if self.kind == "memory" else time.monotonic()
+        return self.clock.monotonic() if self.manual else time.monotonic()
+
+    @property
+    def manual(self) -> bool:
+        """Whether time is the ManualClock (every backend but RabbitMQ)."""
+        return self.kind != "rabbitmq"
 
     def wait_until(self, cond: Callable[[], bool], timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > deadline:
                 raise AssertionError("condition was never met")
-            if self.kind == "memory":
+            if self.manual:
                 self.clock.advance(0.05)
             time.sleep(0.005)
 
     def pending(self, queue: str) -> int:
         if self.kind == "memory":
             return int(self.backend.pending(queue))
+        if self.kind == "sqlite":
+            return int(self.backend.counts([queue])[queue][0].ready)
         return int(self.backend.queue_counts(queue)[0])
 
     def envelope(self, config: QueueConfig, name: str, priority: int = 0) -> Envelope:
@@ -125,11 +136,13 @@ class Env:
             conn.close()
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("rabbitmq", marks=pytest.mark.integration)]
+)
+def env(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Env]:
     if request.param == "rabbitmq":
         require_broker()
-    e = Env(request.param)
+    e = Env(request.param, str(tmp_path))
     try:
         yield e
     finally:

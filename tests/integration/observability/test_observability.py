@@ -205,7 +205,8 @@ def test_readiness_follows_consuming_a_lost_connection_and_draining(
     rabbit = RabbitMQBackend(own_user, heartbeat=10, publish_timeout=20)
     metrics = WorkerMetrics()
     worker = Worker(rabbit, queues, [Handler(Work, handle)], hooks=[metrics])
-    server = MetricsServer(metrics, port=0, host="127.0.0.1").start()
+    # The page is read right after each change: no cache age (the cache is tested apart).
+    server = MetricsServer(metrics, port=0, host="127.0.0.1", max_age=0).start()
     base = f"http://127.0.0.1:{server.port}"
     running: Running | None = None
     try:

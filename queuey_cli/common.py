@@ -92,3 +92,10 @@ def usage(message: str) -> typer.Exit:
 def backend(settings: Settings) -> Any:
     """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
     return open_backend(settings.broker)
+
+
+def control_secret(settings: Settings) -> str | None:
+    """``[control] secret``: what signs (``queuey workers``) and checks (``queuey worker``)
+    control requests; None when unset."""
+    secret = settings.control.secret
+    return secret.get_secret_value() if secret is not None else None

@@ -32,6 +32,7 @@ from queuey_core.control.documents import (
     ControlRequest,
     WorkerStatus,
 )
+from queuey_core.control.signing import Verifier, unwrap
 from queuey_core.errors import DecodeError
 from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
@@ -170,6 +171,10 @@ class ControlResponder:
         on_shutdown: what a shutdown request does (the worker's handle's
             ``shutdown()``; ``queuey worker`` drains exactly as on SIGTERM). It is
             called on the backend's thread, so it must only ask, never wait.
+        secret: when given (``[control] secret``), only requests signed with it, within
+            a minute of this worker's clock and not seen before, are answered; the
+            others are refused, counted (:attr:`refused`) and never answered (see
+            :mod:`queuey_core.control.signing`).
     """
 
     def __init__(
@@ -179,8 +184,12 @@ class ControlResponder:
         *,
         clock: Clock,
         on_shutdown: Callable[[], None],
+        secret: str | bytes | None = None,
     ) -> None:
         self.identity = Identity.here()
+        self._verifier = Verifier(secret) if secret is not None else None
+        self.refused = 0
+        """Requests refused for want of a good signature (only with a secret)."""
         self._worker = worker
         self._counts = counts
         self._clock = clock
@@ -192,8 +201,22 @@ class ControlResponder:
         self._complained_at = -_COMPLAIN_EVERY
         self._unlogged = 0
 
-    def __call__(self, body: bytes) -> bytes | None:
-        """The reply to ``body``, or None when it is not for this worker or is bad."""
+    def __call__(self, wire: bytes) -> bytes | None:
+        """The reply to ``wire``, or None when it is not for this worker, is bad, or (with
+        a secret) is not signed as it must be."""
+        if self._verifier is not None:
+            try:
+                body = self._verifier.verify(wire, now_ms=self._clock.wall_ms())
+            except DecodeError as exc:
+                self.refused += 1
+                self._complain(f"refused ({exc}): this worker requires signed requests")
+                return None
+        else:
+            try:
+                body = unwrap(wire)  # signed or not: without a secret, either is accepted
+            except DecodeError as exc:
+                self._complain(f"not a control request ({exc})")
+                return None
         try:
             request = ControlRequest.decode(body)
         except DecodeError as exc:

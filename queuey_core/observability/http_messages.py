@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 
@@ -31,7 +32,7 @@ class Limits:
     """Complete requests waiting for a handler thread; more are answered 503 at once."""
     max_connections: int = 1024
     """Connections open at once; one more is closed as soon as it is accepted."""
-    backlog: int = 128
+    backlog: int = 1024
     """The listen backlog: connections the kernel holds until the loop accepts them."""
     max_head: int = 8192
     """Bytes of request line and headers; more is answered 431."""
@@ -63,6 +64,22 @@ class Response:
 
 #: Computes the answer to a request, on a handler thread.
 Route = Callable[[Request], Response]
+
+
+@runtime_checkable
+class AtOnce(Protocol):
+    """A route that can answer some requests on the server's loop thread, without a
+    hand-over to a handler thread: a health check that reads state, a cached page.
+
+    ``at_once`` must be quick and never block; None sends the request to a handler
+    thread as usual.
+    """
+
+    def __call__(self, request: Request) -> Response:
+        """The answer, computed on a handler thread."""
+
+    def at_once(self, request: Request) -> Response | None:
+        """The answer now, or None."""
 
 
 def parse_head(head: bytes) -> Request | None:

@@ -34,6 +34,7 @@ from types import TracebackType
 
 from queuey_core.errors import ConfigError
 from queuey_core.observability.http_messages import (
+    AtOnce,
     Limits,
     Request,
     Response,
@@ -255,6 +256,15 @@ class HttpServer:
             paths = ", ".join(sorted(self._routes))
             self._respond(conn, plain(404, f"not found: {paths}\n"), request.method)
             return
+        if isinstance(route, AtOnce):
+            try:
+                answer = route.at_once(request)
+            except Exception:
+                logger.error("answering %s failed", request.path, exc_info=True)
+                answer = plain(500, "internal error\n")
+            if answer is not None:
+                self._respond(conn, answer, request.method)
+                return
         if self._pending >= self._limits.max_pending:
             busy = plain(503, "busy: try again\n", ("Retry-After", "1"))
             self._respond(conn, busy, request.method)
@@ -267,7 +277,7 @@ class HttpServer:
         self._pool.submit(self._handle, conn, route, request)
 
     def _respond(self, conn: _Conn, response: Response, method: str = "GET") -> None:
-        """Answer from the loop thread itself (errors, no route, busy)."""
+        """Answer from the loop thread itself (errors, no route, busy, at once)."""
         assert self._selector is not None
         self._selector.unregister(conn.sock)
         self._start_write(conn, encode(response, method == "HEAD"))

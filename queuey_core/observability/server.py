@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.registry import Collector
 
 from queuey_core.observability.health import Check
 from queuey_core.observability.http_messages import Limits, Request, Response, Route
@@ -37,6 +38,9 @@ METRICS_MAX_AGE = 1.0
 #: Distinct pages kept (format, gzip, ``name[]`` filter): a client varying its filter
 #: must not grow the cache.
 _MAX_PAGES = 8
+
+#: A page's cache key: content type, gzipped, the ``name[]`` filter.
+_Key = tuple[str, bool, tuple[str, ...]]
 
 
 class HealthChecks(Protocol):
@@ -84,18 +88,23 @@ class MetricsPage:
         self._max_age = max_age
         self._clock = clock
         self._lock = threading.Lock()
-        self._pages: dict[tuple[str, bool, tuple[str, ...]], tuple[float, Response]] = {}
+        self._pages: dict[_Key, tuple[float, Response]] = {}
         self.renders = 0
         """Pages rendered so far."""
+
+    def at_once(self, request: Request) -> Response | None:
+        """The page if a fresh one is cached (on the server's loop thread), else None."""
+        _, key = self._key(request)
+        cached = self._pages.get(key)  # a dict read: no lock needed
+        if cached is not None and self._clock() - cached[0] < self._max_age:
+            return cached[1]
+        return None
 
     def __call__(self, request: Request) -> Response:
         """The page ``request`` asks for (format by ``Accept``, gzip by
         ``Accept-Encoding``, families by ``name[]``)."""
-        accept = request.header("Accept")
-        zipped = gzip_accepted(request.header("Accept-Encoding"))
-        names = tuple(sorted(set(parse_qs(request.query).get("name[]", []))))
-        encoder, content_type = choose_encoder(accept)
-        key = (content_type, zipped, names)
+        encoder, key = self._key(request)
+        content_type, zipped, names = key
         asked = self._clock()
         with self._lock:  # one render at a time; those waiting get its result
             cached = self._pages.get(key)
@@ -114,16 +123,36 @@ class MetricsPage:
             self._pages[key] = (self._clock(), response)
             return response
 
+    def _key(self, request: Request) -> tuple[Callable[[Collector], bytes], _Key]:
+        """The encoder and the cache key of the page ``request`` asks for."""
+        encoder, content_type = choose_encoder(request.header("Accept"))
+        zipped = gzip_accepted(request.header("Accept-Encoding"))
+        names = (
+            tuple(sorted(set(parse_qs(request.query).get("name[]", [])))) if request.query else ()
+        )
+        return encoder, (content_type, zipped, names)
 
-def health_routes(checks: Callable[[], HealthChecks]) -> dict[str, Route]:
-    """``/healthz`` and ``/readyz`` answering from ``checks()``'s liveness and readiness."""
 
-    def answer(check: Check) -> Response:
+class _Check:
+    """A health route: cheap and non-blocking, so answered on the loop thread."""
+
+    def __init__(self, check: Callable[[], Check]) -> None:
+        self._check = check
+
+    def __call__(self, request: Request) -> Response:
+        check = self._check()
         return Response(200 if check.ok else 503, check.body(), "application/json; charset=utf-8")
 
+    def at_once(self, request: Request) -> Response:
+        return self(request)
+
+
+def health_routes(checks: Callable[[], HealthChecks]) -> dict[str, Route]:
+    """``/healthz`` and ``/readyz`` answering from ``checks()``'s liveness and readiness
+    (which read state, never block: they are answered on the server's loop thread)."""
     return {
-        "/healthz": lambda _request: answer(checks().liveness()),
-        "/readyz": lambda _request: answer(checks().readiness()),
+        "/healthz": _Check(lambda: checks().liveness()),
+        "/readyz": _Check(lambda: checks().readiness()),
     }
 
 

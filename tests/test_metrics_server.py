@@ -2,8 +2,10 @@
 
 Clients that hang up early, hundreds of idle connections and a burst of half-sent
 requests released at once: the server keeps a bounded number of threads, answers
-``/healthz`` at once, renders ``/metrics`` once for the burst, and never writes to stderr
-(the process log stays one JSON object a line).
+``/healthz`` while the burst's render is still running, renders ``/metrics`` once for the
+burst, and never writes to stderr (the process log stays one JSON object a line). No test
+here times anything: ``bench/metrics_server_load.py`` measures the latencies and the job
+rate.
 """
 
 from __future__ import annotations
@@ -11,23 +13,20 @@ from __future__ import annotations
 import gzip
 import json
 import socket
-import statistics
 import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from queuey_core.observability import MetricsServer, WorkerMetrics
 from queuey_core.observability.http_messages import Limits, Request
 from queuey_core.observability.server import MetricsPage
 from tests.support import wait_for
-
-#: What the tests ask the latency of /healthz to stay under (issue 27).
-HEALTHZ_WITHIN = 0.100
 
 
 def connect(port: int) -> socket.socket:
@@ -51,15 +50,6 @@ def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     lines = head.decode("latin-1").split("\r\n")
     fields = dict(line.split(": ", 1) for line in lines[1:])
     return int(lines[0].split(" ")[1]), {k.lower(): v for k, v in fields.items()}, body
-
-
-def timed_healthz(port: int) -> float:
-    """Seconds a whole /healthz took, asserting it answered 200."""
-    began = time.perf_counter()
-    status, _, body = request(port, "/healthz")
-    took = time.perf_counter() - began
-    assert status == 200, body
-    return took
 
 
 def hang_up_hard(sock: socket.socket) -> None:
@@ -133,41 +123,63 @@ def test_300_idle_connections_hold_no_thread_and_healthz_answers_at_once(
     idle = [connect(server.port) for _ in range(300)]
     try:
         wait_for(lambda: server.http.open_connections() == 300)
-        latencies = [timed_healthz(server.port) for _ in range(5)]
+        for _ in range(5):
+            status, _, body = request(server.port, "/healthz")
+            assert status == 200, body
         threads = server_threads()
         assert threads <= 1 + Limits().handler_threads, (
             f"{threads} server threads for 300 idle connections: the loop and the pool only"
         )
-        assert statistics.median(latencies) < HEALTHZ_WITHIN, latencies
         assert server.http.open_connections() >= 300, "the idle ones are still open"
     finally:
         for sock in idle:
             sock.close()
 
 
-def test_a_burst_of_half_sent_scrapes_costs_one_render_and_healthz_answers_at_once(
-    server: MetricsServer,
-) -> None:
-    idle = [connect(server.port) for _ in range(300)]
-    burst = [connect(server.port) for _ in range(150)]
-    try:
-        for sock in burst:
-            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
-        wait_for(lambda: server.http.open_connections() == 450)
-        assert server.page.renders == 0
-        for sock in burst:  # released at once
-            sock.sendall(b"\r\n")
-        took = timed_healthz(server.port)
-        answers = [read_answer(sock) for sock in burst]
-        assert [status for status, _, _ in answers] == [200] * 150
-        assert len({body for _, _, body in answers}) == 1, "every scrape got the same page"
-        assert b"queuey_worker_state" in answers[0][2]
-        assert server.page.renders == 1, f"{server.page.renders} renders for one burst"
-        assert took < HEALTHZ_WITHIN, f"/healthz took {took * 1000:.0f} ms under the burst"
-        assert server_threads() <= 1 + Limits().handler_threads
-    finally:
-        for sock in idle + burst:
-            sock.close()
+class Gate(Collector):
+    """A collector whose collect() waits until released: a render that takes as long
+    as the test wants."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def collect(self) -> Iterator[Metric]:
+        self.entered.set()
+        assert self.release.wait(30)
+        return iter(())
+
+
+def test_a_burst_of_half_sent_scrapes_costs_one_render_and_healthz_answers_meanwhile() -> None:
+    metrics = WorkerMetrics()
+    gate = Gate()
+    metrics.registry.register(gate)
+    limits = Limits(request_timeout=120, write_timeout=120)
+    with MetricsServer(metrics, port=0, host="127.0.0.1", limits=limits) as server:
+        idle = [connect(server.port) for _ in range(300)]
+        burst = [connect(server.port) for _ in range(150)]
+        try:
+            for sock in burst:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
+            wait_for(lambda: server.http.open_connections() == 450)
+            assert server.page.renders == 0
+            for sock in burst:  # released at once
+                sock.sendall(b"\r\n")
+            assert gate.entered.wait(30), "a render began"
+            # The render is held: /healthz must not wait for it, nor for the 149 others.
+            status, _, body = request(server.port, "/healthz")
+            assert status == 200, body
+            assert server_threads() <= 1 + Limits().handler_threads
+            gate.release.set()
+            answers = [read_answer(sock) for sock in burst]
+            assert [status for status, _, _ in answers] == [200] * 150
+            assert len({body for _, _, body in answers}) == 1, "every scrape got the same page"
+            assert b"queuey_worker_state" in answers[0][2]
+            assert server.page.renders == 1, f"{server.page.renders} renders for one burst"
+        finally:
+            gate.release.set()
+            for sock in idle + burst:
+                sock.close()
 
 
 def test_idle_and_slow_clients_are_closed_after_the_request_timeout() -> None:
@@ -231,3 +243,17 @@ def test_bad_requests_get_a_short_answer(server: MetricsServer) -> None:
         status, headers, body = read_answer(sock)
         assert (status, body) == (200, b"")
         assert int(headers["content-length"]) > 0
+
+
+def test_past_the_connection_limit_the_longest_idle_make_room_for_a_probe() -> None:
+    limits = Limits(max_connections=20, request_timeout=120)
+    with MetricsServer(WorkerMetrics(), port=0, host="127.0.0.1", limits=limits) as server:
+        idle = [connect(server.port) for _ in range(40)]
+        try:
+            wait_for(lambda: server.http.open_connections() == 20)
+            assert request(server.port, "/healthz")[0] == 200, "the probe got a slot"
+            assert idle[0].recv(1) == b"", "the first idle one was closed for it"
+            assert server.http.open_connections() <= 20
+        finally:
+            for sock in idle:
+                sock.close()

@@ -30,8 +30,10 @@ class Limits:
     """Threads computing answers (started as needed, never more)."""
     max_pending: int = 256
     """Complete requests waiting for a handler thread; more are answered 503 at once."""
-    max_connections: int = 1024
-    """Connections open at once; one more is closed as soon as it is accepted."""
+    max_connections: int = 512
+    """Connections open at once (well under a common limit of 1024 descriptors, which the
+    worker's broker connections share); one more closes the one that has waited longest
+    for its request, so idle clients cannot lock out a health probe."""
     backlog: int = 1024
     """The listen backlog: connections the kernel holds until the loop accepts them."""
     max_head: int = 8192

@@ -63,8 +63,6 @@ class _Conn:
 
 _LISTEN = object()
 _WAKE = object()
-#: Seconds the loop lets events gather after a wake-up, before handling them.
-_GATHER = 0.002
 
 
 class HttpServer:
@@ -182,14 +180,7 @@ class HttpServer:
         while not self._closing:
             try:
                 wait = max(0.0, next_sweep - time.monotonic())
-                events = self._selector.select(wait)
-                if events:
-                    # Let more events gather, the GIL free meanwhile: a burst of clients
-                    # then costs the job threads a few hand-overs of the GIL, not one
-                    # per connection and per read (a couple of ms added to an answer).
-                    time.sleep(_GATHER)
-                    events = self._selector.select(0)
-                for key, mask in events:
+                for key, mask in self._selector.select(wait):
                     if key.data is _LISTEN:
                         self._accept()
                     elif key.data is _WAKE:

@@ -12,10 +12,15 @@ from typer.testing import CliRunner
 
 from queuey_cli import workers as workers_cli
 from queuey_cli.main import app
-from queuey_core import MemoryBackend, QueueConfig, QueueSet, Worker
+from queuey_core import MemoryBackend
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.control import worker_statuses
-from tests.cli.conftest import BASE, UNREACHABLE
-from tests.support import start, wait_for
+from tests.cli.conftest import BASE
+from tests.cli.conftest import UNREACHABLE
+from tests.support import start
+from tests.support import wait_for
 
 #: Never printed by queuey on its own: finding any part of it is a leak.
 SECRET = "Zx9-control-secret-Qw7"

@@ -14,20 +14,30 @@ import time
 
 import pytest
 
-from queuey_core import ManualClock, MemoryBackend, QueueSet, Worker
-from queuey_core.backends.base import ControlHandler, ControlServer
-from queuey_core.control import (
-    VERSION,
-    Command,
-    ControlRequest,
-    ControlResponder,
-    Selection,
-    shutdown_workers,
-    worker_statuses,
-)
-from queuey_core.control.signing import MAX_SKEW, Verifier, sign, unwrap
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import QueueSet
+from queuey_core import Worker
+from queuey_core.backends.capabilities import ControlHandler
+from queuey_core.backends.capabilities import ControlServer
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlRequest
+from queuey_core.control import ControlResponder
+from queuey_core.control import Selection
+from queuey_core.control import shutdown_workers
+from queuey_core.control import worker_statuses
+from queuey_core.control.signing import MAX_SKEW
+from queuey_core.control.signing import Verifier
+from queuey_core.control.signing import sign
+from queuey_core.control.signing import unwrap
 from queuey_core.errors import DecodeError
-from tests.support import ALPHA, Greet, Running, noop, start, wait_for
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import Running
+from tests.support import noop
+from tests.support import start
+from tests.support import wait_for
 
 SECRET = "correct horse battery staple"
 OTHER = "another secret, just as long"

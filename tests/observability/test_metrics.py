@@ -71,7 +71,7 @@ def server_of() -> Iterator[Callable[[WorkerMetrics], MetricsServer]]:
 
     def make(metrics: WorkerMetrics) -> MetricsServer:
         # These tests read the page across changes made milliseconds apart: no cache age
-        # (the cache has tests of its own, in tests/test_metrics_server.py).
+        # (the cache has tests of its own, in tests/observability/test_metrics_server.py).
         server = MetricsServer(metrics, port=0, host="127.0.0.1", max_age=0).start()
         servers.append(server)
         return server

@@ -2,7 +2,7 @@
 answers and where, which it drops (counted), and how its probe teaches it its node.
 
 The channel is a fake that records what the link publishes and acks; the addresses are
-shaped as RabbitMQ 3.10 shapes them (see tests/test_control_reply_to.py).
+shaped as RabbitMQ 3.10 shapes them (see test_control_reply_to.py beside it).
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from typing import Any
 
 import pika
 import pytest
-from pika.spec import Basic, BasicProperties
+from pika.spec import Basic
+from pika.spec import BasicProperties
 
-from queuey_core.backends.rabbitmq.control import REPLY_QUEUE_PREFIX, REPLY_TO, ControlLink
+from queuey_core.backends.rabbitmq.control import REPLY_QUEUE_PREFIX
+from queuey_core.backends.rabbitmq.control import REPLY_TO
+from queuey_core.backends.rabbitmq.control import ControlLink
 from queuey_core.backends.rabbitmq.nodes import Nodes
 from tests.pika_fakes import FakeChannel
 

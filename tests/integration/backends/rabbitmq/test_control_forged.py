@@ -19,10 +19,17 @@ from collections.abc import Iterator
 import pika
 import pytest
 
-from queuey_core import QueueConfig, QueueSet, Worker
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.control import EXCHANGE, ControlLink
-from queuey_core.control import VERSION, Command, ControlReply, ControlRequest, worker_statuses
+from queuey_core.backends.rabbitmq.control import EXCHANGE
+from queuey_core.backends.rabbitmq.control import ControlLink
+from queuey_core.control import VERSION
+from queuey_core.control import Command
+from queuey_core.control import ControlReply
+from queuey_core.control import ControlRequest
+from queuey_core.control import worker_statuses
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.support import wait_for

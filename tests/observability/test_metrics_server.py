@@ -23,8 +23,10 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from queuey_core.observability import MetricsServer, WorkerMetrics
-from queuey_core.observability.http_messages import Limits, Request
+from queuey_core.observability import MetricsServer
+from queuey_core.observability import WorkerMetrics
+from queuey_core.observability.http_messages import Limits
+from queuey_core.observability.http_messages import Request
 from queuey_core.observability.server import MetricsPage
 from tests.support import wait_for
 

@@ -14,7 +14,9 @@ import struct
 
 import pytest
 
-from queuey_core.backends.rabbitmq.control import REPLY_QUEUE_PREFIX, REPLY_TO, reply_node
+from queuey_core.backends.rabbitmq.control import REPLY_QUEUE_PREFIX
+from queuey_core.backends.rabbitmq.control import REPLY_TO
+from queuey_core.backends.rabbitmq.control import reply_node
 
 #: A real one: NEW_PID_EXT of node ``reply@9248884``, then the 16-byte key.
 REAL = "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA5MjQ4ODg0AAAVpgAAAAhrD22z.yQoi2vrIuazzx7RGBNjHmw=="

@@ -32,6 +32,8 @@ from tests.conftest import require_broker
 from tests.integration.broker import HOSTPORT
 from tests.integration.broker import rabbitmqctl
 
+pytestmark = pytest.mark.integration
+
 VHOST = "queuey-consumer-recovery" if harness.VHOST == "/" else f"{harness.VHOST}.recovery"
 URL = f"amqp://guest:guest@{HOSTPORT}/{urllib.parse.quote(VHOST, safe='')}"
 QUEUE = "recovering"

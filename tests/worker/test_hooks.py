@@ -33,6 +33,7 @@ from tests.support import Ping
 from tests.support import act_out
 from tests.support import noop
 from tests.support import start
+from tests.support import two_slot_worker
 from tests.support import wait_for
 
 Event = tuple[str, JobInfo]
@@ -238,17 +239,7 @@ def test_a_stuck_job_is_reported_once_and_its_thread_returning_adds_nothing(
             release.wait()  # inside C: the JobTimeout cannot land
 
     record = Record()
-    worker = Worker(
-        backend,
-        queues,
-        [Handler(Greet, greet)],
-        consume=[ALPHA],
-        concurrency=2,
-        job_timeout=5,
-        timeout_grace=2,
-        clock=clock,
-        hooks=[record],
-    )
+    worker = two_slot_worker(backend, queues, clock, greet, timeout_grace=2, hooks=[record])
     job_id = producer.enqueue(Greet(name="stuck"))
     running = start(worker, clock)
     wait_for(lambda: record.count("succeeded") == 1, clock)

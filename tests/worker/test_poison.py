@@ -42,6 +42,7 @@ from tests.support import BETA
 from tests.support import Greet
 from tests.support import Ping
 from tests.support import Recorder
+from tests.support import Running
 from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
@@ -90,6 +91,12 @@ def noting_names(recorder: MakeRecorder) -> tuple[Recorder, list[str], Handler[G
     return seen, names, Handler(Greet, handle)
 
 
+def stop_cleanly(running: Running) -> None:
+    """Stop the worker, which never failed to settle a delivery."""
+    assert running.handle.settle_failures() == 0
+    running.stop()
+
+
 def good_job_still_runs(h: WorkerEnv, producer: Producer, seen_names: list[str]) -> None:
     producer.enqueue(Greet(name="good"))
     h.wait_for(lambda: "good" in seen_names)
@@ -108,8 +115,7 @@ def test_an_envelope_naming_another_queue_is_dead_lettered_unrun(
     assert "envelope queue 'nowhere.never.declared' is not the queue" in dead[0].reason
     assert seen.attempts() == 0, "a job that lies about its queue never runs"
     good_job_still_runs(h, h.producer(), names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 #: Bodies an envelope refuses, and the words its reason must hold.
@@ -143,8 +149,7 @@ def test_bodies_an_envelope_refuses_are_dead_lettered_with_the_field_named(
         assert d.reason.isascii()
     assert seen.attempts() == 0
     good_job_still_runs(h, h.producer(), names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_eight_unsettleable_attempts_do_not_keep_the_next_good_job_waiting(
@@ -158,8 +163,7 @@ def test_eight_unsettleable_attempts_do_not_keep_the_next_good_job_waiting(
 
     h.wait_for(lambda: len(everything_dead(h.backend, ALPHA)) == 8)
     assert names == ["good"]
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 class Unprintable(Exception):
@@ -241,8 +245,7 @@ def test_a_misbehaving_handler_cannot_leave_its_job_unsettled(
         assert reason.encode(), "a reason always encodes"
     assert seen.attempts() == 1, "the handler ran once"
     good_job_still_runs(h, producer, names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_a_retry_policy_whose_backoff_is_beyond_the_ladder_dead_letters_with_the_reason(
@@ -275,8 +278,7 @@ def test_a_retry_policy_whose_backoff_is_beyond_the_ladder_dead_letters_with_the
     assert "is longer than the broker can hold" in reason
     assert seen.attempts() == 1
     assert h.backend.deferred(ALPHA) == 0, "nothing was put on the ladder"
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_a_handler_that_leaks_a_thread_does_not_hold_the_worker(

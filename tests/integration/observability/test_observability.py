@@ -45,6 +45,7 @@ from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.harness import VHOST
 from tests.integration.broker import HOSTPORT
+from tests.integration.broker import clean_queues
 from tests.integration.broker import delete_queues
 from tests.integration.broker import list_json
 from tests.integration.broker import rabbitmqctl
@@ -67,11 +68,9 @@ class Work(Job):
 
 @pytest.fixture
 def queues() -> Iterator[QueueSet]:
-    require_broker()
-    delete_queues(QNAME)
-    backoff = Backoff(BackoffKind.FIXED, initial=0.1, max=0.1)
-    yield QueueSet([QueueConfig(QNAME, prefetch=10, retry=RetryPolicy(2, backoff))])
-    delete_queues(QNAME)
+    with clean_queues(QNAME):
+        backoff = Backoff(BackoffKind.FIXED, initial=0.1, max=0.1)
+        yield QueueSet([QueueConfig(QNAME, prefetch=10, retry=RetryPolicy(2, backoff))])
 
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -39,7 +39,9 @@ SCHEMA: tuple[str, ...] = (
         body BLOB NOT NULL
     )""",
     "CREATE INDEX queuey_messages_next ON queuey_messages (queue, priority DESC, available_at, id)",
-    "CREATE INDEX queuey_messages_owner ON queuey_messages (lease_owner)",
+    # Partial: a new row (no owner yet) does not touch it, one page less per enqueue.
+    "CREATE INDEX queuey_messages_owner ON queuey_messages (lease_owner) "
+    "WHERE lease_owner IS NOT NULL",
     """CREATE TABLE queuey_dead (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         queue TEXT NOT NULL,

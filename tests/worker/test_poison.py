@@ -33,8 +33,10 @@ from queuey_core import RetryPolicy
 from queuey_core import UndecodableDeadLetter
 from queuey_core import Worker
 from queuey_core.backends.memory import MemoryBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.limits import MAX_DELAY_MS
 from tests.harness import Inspectable
+from tests.harness import RecordingSqlite
 from tests.harness import WorkerEnv
 from tests.integration.broker import channel
 from tests.support import ALPHA
@@ -50,8 +52,9 @@ MakeRecorder = Callable[[], Recorder]
 
 def inject(h: WorkerEnv, queue: str, body: bytes, *, message_id: str | None = None) -> None:
     """Put ``body`` straight into ``queue``, past the producer and its checks."""
-    if isinstance(h.backend, MemoryBackend):
-        h.backend.publish_raw(queue, body, message_id=message_id)
+    raw = h.backend.sqlite if isinstance(h.backend, RecordingSqlite) else h.backend
+    if isinstance(raw, MemoryBackend | SqliteBackend):
+        raw.publish_raw(queue, body, message_id=message_id)
         return
     with channel() as ch:
         ch.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id))

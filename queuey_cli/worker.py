@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.common import backend, cli_errors, control_secret, state, usage
 from queuey_cli.output import Exit
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
@@ -149,6 +149,7 @@ def worker(
             close_backend_on_shutdown=True,
             hooks=[h for h in (link, metrics) if h is not None],
             on_shutdown_request=lambda: _as_sigterm(link),
+            control_secret=control_secret(settings),
         )
         registry = metrics.registry if metrics is not None else None
         beside = run_beside(settings, schedules, broker, w.handle, registry) if schedules else None

@@ -37,6 +37,7 @@ from queuey_core.envelope import (
     Envelope,
     _first_error,
     json_string,
+    spells_uuid,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
 from queuey_core.jobs import Job, job_identity
@@ -55,9 +56,11 @@ JobId = uuid.UUID | str
 def job_id_for(key: JobId) -> uuid.UUID:
     """The job id of a caller-chosen key: the same key always gives the same id.
 
-    A ``uuid.UUID``, or a string that spells one (``"0b5c...-..."``, as ``enqueue``
-    prints them), is the id itself; any other non-empty string ``s`` gives
-    ``uuid.uuid5(JOB_ID_NAMESPACE, s)``.
+    A ``uuid.UUID``, or a string that spells one as a worker reads it
+    (:data:`~queuey_core.envelope.UUID_PATTERN`: ``"0b5c...-..."`` as ``enqueue`` prints
+    them, upper case, ``urn:uuid:``, braces, 32 hex digits), is the id itself; any other
+    non-empty string ``s`` gives ``uuid.uuid5(JOB_ID_NAMESPACE, s)`` (docs/protocol.md
+    spells it out for other languages, with an example a test checks).
 
     Raises:
         ValueError: an empty key, or one that is neither a UUID nor a string.
@@ -66,10 +69,11 @@ def job_id_for(key: JobId) -> uuid.UUID:
         return key
     if not isinstance(key, str) or not key.strip():
         raise ValueError(f"a job id is a UUID or a non-empty string, not {key!r}")
-    try:
+    # The worker's spellings, not uuid.UUID()'s (which also takes "uuid:", stray hyphens):
+    # another language can then tell a key from an id by the documented rule alone.
+    if spells_uuid(key):
         return uuid.UUID(key)
-    except ValueError:
-        return uuid.uuid5(JOB_ID_NAMESPACE, key)
+    return uuid.uuid5(JOB_ID_NAMESPACE, key)
 
 
 class Producer:

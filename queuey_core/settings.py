@@ -387,6 +387,21 @@ class SchedulerSettings(_Section):
     metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
 
 
+def _control_secret(value: SecretStr | None) -> SecretStr | None:
+    # The library's own minimum (queuey_core.control.signing.MIN_SECRET), said here.
+    if value is not None and len(value.get_secret_value().encode()) < 16:
+        raise ValueError("at least 16 characters: a short secret can be guessed")
+    return value
+
+
+class ControlSettings(_Section):
+    """``[control]``: the control channel (``queuey workers``; docs/operations.md)."""
+
+    # Sign every request with it (HMAC-SHA256), and refuse unsigned ones: publishing
+    # rights on the broker alone then cannot drain the fleet. Off when unset.
+    secret: Annotated[SecretStr | None, AfterValidator(_control_secret)] = None
+
+
 _toml_data: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "toml", default=None
 )
@@ -414,6 +429,7 @@ class Settings(BaseSettings):
     queues: dict[str, QueueSettings] = Field(default_factory=lambda: {"default": QueueSettings()})
     scheduler: SchedulerSettings = SchedulerSettings()
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+    control: ControlSettings = ControlSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -59,6 +59,8 @@ class Worker:
         on_shutdown_request: what a shutdown asked over the control channel does
             (default: :meth:`WorkerHandle.shutdown`); called on the backend's thread, so
             it must only ask, never wait.
+        control_secret: answer only control requests signed with this secret
+            (``[control] secret``; see :mod:`queuey_core.control.signing`).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Worker:
         hooks: Iterable[WorkerHooks] = (),
         control: bool = True,
         on_shutdown_request: Callable[[], None] | None = None,
+        control_secret: str | bytes | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -103,6 +106,7 @@ class Worker:
         if control and isinstance(backend, SupportsControl):
             self._counts = JobCounts()
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
+        self._control_secret = control_secret
         self._hooks = HookRunner(hooks, self._clock, counts=self._counts)
         self._dispatcher = Dispatcher(
             self._routes,
@@ -176,10 +180,10 @@ class Worker:
 
         def sink(item: Delivery | ConsumerEnded) -> None:
             if not isinstance(item, ConsumerEnded):
-                handle._add_in_flight(1)
+                handle.record_in_flight(1)
             events.put(item)
 
-        handle._add_waker(stopping.set)
+        handle.add_waker(stopping.set)
         if handle.is_shutdown():
             stopping.set()
         subscriptions: list[Subscription] = []
@@ -225,7 +229,7 @@ class Worker:
             for thread in threads:
                 thread.join()
         finally:
-            handle._remove_waker(stopping.set)
+            handle.remove_waker(stopping.set)
             for sub in subscriptions:
                 try:
                     sub.close()  # anything never processed goes back to the broker
@@ -251,7 +255,11 @@ class Worker:
         if self._counts is None or not isinstance(self._backend, SupportsControl):
             return None
         responder = ControlResponder(
-            self, self._counts, clock=self._clock, on_shutdown=self._on_shutdown_request
+            self,
+            self._counts,
+            clock=self._clock,
+            on_shutdown=self._on_shutdown_request,
+            secret=self._control_secret,
         )
         try:
             return self._backend.serve_control(responder)
@@ -283,4 +291,4 @@ class Worker:
             except BaseException:  # never expected: dispatch() settles every outcome itself
                 logger.critical("worker bug while processing a delivery", exc_info=True)
             finally:
-                self._handle._add_in_flight(-1)
+                self._handle.record_in_flight(-1)

@@ -64,6 +64,7 @@ COMMANDS = [
     "config",
     "schedules",
     "workers",
+    "migrate",
 ]
 
 

@@ -86,8 +86,12 @@ class Pump:
             thread.join(timeout=10)
 
     def _run(self) -> None:
+        busy = False
         while not self._stopping.is_set():
-            woken = self._wake.is_set()
+            # A look that claimed something looks again at once, as if woken: rows it
+            # dead-lettered unrun, or a full batch, leave more to claim, and no event or
+            # other process's commit will say so.
+            woken = self._wake.is_set() or busy
             self._wake.clear()
             try:
                 busy = self._step(woken)

@@ -29,11 +29,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "handlers": ("queuey_cli.handlers", "handlers"),
     "scheduler": ("queuey_cli.scheduler", "scheduler"),
     "schema": ("queuey_cli.schema", "schema"),
-    "migrate": ("queuey_cli.migrate", "migrate"),
     "dlq": ("queuey_cli.dlq", "app"),
     "config": ("queuey_cli.config", "app"),
     "schedules": ("queuey_cli.scheduler", "schedules_app"),
     "workers": ("queuey_cli.workers", "app"),
+    "migrate": ("queuey_cli.migrate", "migrate"),
 }
 
 

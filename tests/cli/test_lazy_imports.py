@@ -59,7 +59,6 @@ COMMANDS = [
     "handlers",
     "scheduler",
     "schema",
-    "migrate",
     "dlq",
     "config",
     "schedules",

@@ -56,9 +56,6 @@ def inject(h: WorkerEnv, queue: str, body: bytes, *, message_id: str | None = No
     if isinstance(raw, MemoryBackend | SqliteBackend):
         raw.publish_raw(queue, body, message_id=message_id)
         return
-    if isinstance(h.backend, RecordingSqlite):
-        h.backend.sqlite.publish_raw(queue, body, message_id=message_id)
-        return
     with channel() as ch:
         ch.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id))
 

@@ -127,10 +127,6 @@ class Pump:
             backend._serve_control(now)
         claimed, self._due = backend._claim_all(now)
         self._arm(self._due, now)
-        if claimed:
-            # Look again at once: what was claimed may all have been dead-lettered on
-            # the way (undecodable), and then no settle will wake this thread.
-            self._wake.set()
         return claimed
 
     def _arm(self, due: int | None, now: int) -> None:

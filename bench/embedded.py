@@ -301,7 +301,11 @@ def write(figures: dict[str, dict[str, list[float]]], args: argparse.Namespace) 
         "starts at 0.1 s and backs off to 10 s when idle); queuey with `--concurrency 8` "
         "and its defaults (lease 5 s, poll 50 ms). Huey deletes a task when it dequeues "
         "it (at most once); queuey deletes a job when it settles (at least once), so "
-        "Huey's queue empties a little before its last jobs finish.",
+        "Huey's queue empties a little before its last jobs finish. queuey's default "
+        "(`synchronous=normal`) survives any process's crash but not a power cut; Huey "
+        "leaves SQLite's default (an fsync every commit), so the `synchronous=full` row "
+        "compares equal durability (queuey's column with `?synchronous=full`, Huey's "
+        "column its enqueue figure again); fsync times on a shared disk vary widely.",
         "",
     ]
     (HERE / "EMBEDDED.md").write_text("\n".join(lines))

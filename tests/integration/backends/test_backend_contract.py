@@ -33,6 +33,7 @@ from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
+from tests.support import named_envelope
 
 _names = itertools.count()
 
@@ -116,14 +117,7 @@ class Env:
         return int(self.backend.queue_counts(queue)[0])
 
     def envelope(self, config: QueueConfig, name: str, priority: int = 0) -> Envelope:
-        return Envelope(
-            job_id=uuid.uuid4(),
-            job_type="contract.job",
-            queue=config.name,
-            priority=priority,
-            enqueued_at=int(time.time() * 1000),
-            payload={"name": name},
-        )
+        return named_envelope(config.name, name, job_type="contract.job", priority=priority)
 
     def close(self) -> None:
         self.backend.close()

@@ -28,6 +28,7 @@ from queuey_core import Envelope
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
+from queuey_core import Subscription
 from queuey_core import UnroutableError
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
@@ -267,13 +268,19 @@ def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: Env)
     assert env.backend.list_dead_letters(q.name) == []
 
 
-def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
-    q = env.queue(prefetch=2)
-    for i in range(5):
+def full_prefetch(env: Env, q: QueueConfig, *, published: int) -> tuple[Collector, Subscription]:
+    """``published`` jobs j0, j1 ... on ``q``, consumed until its prefetch is used up."""
+    for i in range(published):
         env.backend.publish(env.envelope(q, f"j{i}"))
     got = Collector(env.now)
     sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    env.wait_until(lambda: len(got.deliveries()) == q.prefetch)
+    return got, sub
+
+
+def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
+    q = env.queue(prefetch=2)
+    got, sub = full_prefetch(env, q, published=5)
     env.wait_until(lambda: env.pending(q.name) == 3)
     assert got.names() == ["j0", "j1"]
     got.deliveries()[0].ack()
@@ -284,11 +291,7 @@ def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
 
 def test_closing_a_subscription_gives_unsettled_deliveries_back(env: Env) -> None:
     q = env.queue(prefetch=2)
-    for i in range(3):
-        env.backend.publish(env.envelope(q, f"j{i}"))
-    got = Collector(env.now)
-    sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    got, sub = full_prefetch(env, q, published=3)
     sub.close()
     env.wait_until(lambda: env.pending(q.name) == 3)
     with pytest.raises(BackendError):

@@ -39,6 +39,7 @@ from queuey_core.backends.rabbitmq.publisher import properties
 from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConfigError, DecodeError, UnknownQueueError
 from queuey_core.text import ascii_printable, body_preview, message_handle
+from queuey_core.trace_context import TraceContext
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +370,8 @@ def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDea
     reason = _reason(headers)
     dead_at = _millis(headers.get(topology.DEAD_AT_HEADER))
     try:
-        envelope = Envelope.decode(body)
+        # Its trace context too, so that a requeued dead letter stays in its job's trace.
+        envelope = Envelope.decode(body, trace=TraceContext.from_headers(headers))
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
         error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
         handle = message_handle(props.message_id) or f"#{position}"

@@ -37,6 +37,7 @@ from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
 from queuey_core.text import ascii_printable, message_handle
+from queuey_core.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from queuey_core.backends.rabbitmq.backend import RabbitMQBackend
@@ -378,7 +379,10 @@ class RabbitSubscription:
         try:
             message_id = message_handle(props.message_id)
             try:
-                envelope = Envelope.decode(body)
+                # A W3C trace context rides in the headers (none: no trace, no cost).
+                headers = props.headers
+                trace = TraceContext.from_headers(headers) if headers else None
+                envelope = Envelope.decode(body, trace=trace)
             except DecodeError as exc:
                 # Not one of ours, or not one we may trust: dead-letter it with the reason
                 # (which names the field), off this thread.

@@ -25,6 +25,7 @@ import uuid
 from typing import Any
 
 import pika
+import pika.data
 import pika.exceptions
 from pika import frame, spec
 from pika.channel import Channel
@@ -40,6 +41,7 @@ from queuey_core.errors import (
     PublishFailure,
     UnroutableError,
 )
+from queuey_core.trace_context import TraceContext
 
 logger = logging.getLogger(__name__)
 
@@ -409,6 +411,9 @@ class PublisherLink(Link):
 def properties(
     envelope: Envelope | EncodedEnvelope, headers: dict[str, Any] | None = None
 ) -> BasicProperties:
+    trace = envelope.trace
+    if trace is not None:  # beside the body, in the headers (docs/protocol.md)
+        headers = {**trace.headers(), **headers} if headers else trace.headers()
     return BasicProperties(
         content_type="application/json",
         delivery_mode=2,  # persistent
@@ -470,12 +475,13 @@ def publish_frames(number: int, body_max: int, method: bytes, pub: Pub) -> bytes
 
 
 def encoded_properties(envelope: EncodedEnvelope) -> bytes:
-    """What :func:`properties` encodes to for ``envelope`` (no headers), built faster.
+    """What :func:`properties` encodes to for ``envelope`` (no other headers), built faster.
 
     ``enqueue_many``'s hot path: a batch shares everything but the message id and the
-    timestamp, so those are spliced between parts encoded once per job type and priority.
+    timestamp (its trace context too), so those are spliced between parts encoded once
+    per job type, priority and trace context.
     """
-    before, after = _property_parts(envelope.job_type, envelope.priority)
+    before, after = _property_parts(envelope.job_type, envelope.priority, envelope.trace)
     return b"".join(
         (
             before,
@@ -487,8 +493,11 @@ def encoded_properties(envelope: EncodedEnvelope) -> bytes:
 
 
 @functools.lru_cache(maxsize=256)
-def _property_parts(job_type: str, priority: int) -> tuple[bytes, bytes]:
-    """The encoded properties of a job type and priority around the id and timestamp."""
+def _property_parts(
+    job_type: str, priority: int, trace: TraceContext | None = None
+) -> tuple[bytes, bytes]:
+    """The encoded properties of a job type, priority and trace context around the id
+    and timestamp."""
     flags = 0
     for flag in (
         BasicProperties.FLAG_CONTENT_TYPE,
@@ -500,7 +509,12 @@ def _property_parts(job_type: str, priority: int) -> tuple[bytes, bytes]:
         flags |= flag
     if priority:
         flags |= BasicProperties.FLAG_PRIORITY
-    before = struct.pack(">H", flags) + _shortstr("application/json") + bytes([2])
+    table: list[bytes] = []
+    if trace is not None:  # the headers come between the content type and delivery mode
+        flags |= BasicProperties.FLAG_HEADERS
+        pika.data.encode_table(table, trace.headers())
+    before = struct.pack(">H", flags) + _shortstr("application/json") + b"".join(table)
+    before += bytes([2])
     if priority:
         before += bytes([priority])
     # A message id is a UUID's 36 characters.

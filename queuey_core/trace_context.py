@@ -103,14 +103,15 @@ class TraceContext:
 
 
 def _ascii(value: object, limit: int) -> str | None:
-    """``value`` as printable ASCII of at most ``limit`` characters, else None."""
+    """``value`` as printable ASCII (tabs allowed: W3C's optional blanks) of at most
+    ``limit`` characters, else None."""
     if isinstance(value, (bytes, bytearray)):
         if len(value) > limit or not value.isascii():
             return None
         value = value.decode("ascii")
     if not isinstance(value, str) or len(value) > limit:
         return None
-    if not (value.isascii() and value.isprintable()):
+    if not (value.isascii() and value.replace("\t", " ").isprintable()):
         return None
     return value
 

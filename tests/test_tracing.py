@@ -60,8 +60,8 @@ def _attr(span: ReadableSpan, key: str) -> object:
 
 def _deferrals(span: ReadableSpan) -> int:
     value = _attr(span, "queuey.job.deferrals")
-    assert isinstance(value, int)
-    return value
+    assert value is None or isinstance(value, int)
+    return value or 0  # left out when 0
 
 
 def _parent_id(span: ReadableSpan) -> int | None:

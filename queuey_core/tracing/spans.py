@@ -27,10 +27,10 @@ nor run a job under a context a message did not carry.
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,9 +40,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from queuey_core.backends.base import Delivery
+from queuey_core.clock import Clock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.trace_context import TRACEPARENT, TRACESTATE, TraceContext
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.hooks import HookRunner, WorkerHooks
 
 logger = logging.getLogger(__name__)
 
@@ -94,32 +95,46 @@ def current_context() -> TraceContext | None:
     return TraceContext.parse(carrier.get(TRACEPARENT), carrier.get(TRACESTATE))
 
 
+_EMPTY = otel_context.Context()
+
+
+@functools.lru_cache(maxsize=1024)
+def _extracted(trace_context: TraceContext) -> otel_context.Context:
+    # Contexts are immutable: one per trace context serves every job of a batch (they
+    # share their enqueue's) and every attempt of a job.
+    return _PROPAGATOR.extract(trace_context.headers(), context=_EMPTY)
+
+
 def context_of(trace_context: TraceContext | None) -> otel_context.Context:
     """The OpenTelemetry context a message's trace context continues (an empty one for
     a message that carries none: its attempt then starts a trace of its own)."""
-    if trace_context is None:
-        return otel_context.Context()
-    return _PROPAGATOR.extract(trace_context.headers(), context=otel_context.Context())
+    return _EMPTY if trace_context is None else _extracted(trace_context)
 
 
-#: What an attempt's span is found by from a hook's JobInfo.
+#: What an attempt's span is found by: the job's id, attempt and deferrals.
 _Key = tuple[uuid.UUID, int, int]
 
 
-class WorkerTracing(WorkerHooks):
+def _key(env: Envelope) -> _Key:
+    return (env.job_id, env.attempt, env.deferrals)
+
+
+class WorkerTracing:
     """The worker's spans: ``process <queue>``, CONSUMER, one per delivery.
 
     :meth:`around` wraps the dispatcher: it starts the span, makes it current on the
     job's thread while the delivery is dispatched (the checks, the handler, the settle),
-    and ends it once settled. The outcome reaches the span through the worker's hooks
-    (this is one, the last), which may run on another thread (a stuck job's settle): the
-    span is found by the job's id, attempt and deferrals.
+    and ends it once settled. The outcome reaches the span through the worker's
+    :class:`HookRunner` (:meth:`hook_runner` makes one that tells this first), which
+    may be called on another thread (a stuck job's settle): the span is found by the
+    job's id, attempt and deferrals. (Two deliveries of one attempt at once, a
+    duplicate, share the entry: the outcome may land on either.)
     """
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
-        self._lock = threading.Lock()
-        self._open: dict[_Key, list[Span]] = {}
+        # Single dict operations, atomic under the GIL: no lock on the per-job path.
+        self._open: dict[_Key, Span] = {}
 
     def around(self, dispatch: Callable[[Delivery], None]) -> Callable[[Delivery], None]:
         """``dispatch``, each call under its delivery's span."""
@@ -140,19 +155,28 @@ class WorkerTracing(WorkerHooks):
 
         return traced
 
+    def hook_runner(self, hooks: Iterable[WorkerHooks], clock: Clock, **options: Any) -> HookRunner:
+        """The worker's :class:`HookRunner` (``options`` are its own), which tells each
+        outcome to its span too."""
+        # (options, not the control channel's JobCounts by name: its module imports the
+        # worker's, which imports this package.)
+        return _TracingHookRunner(self, hooks, clock, **options)
+
     def _start(self, delivery: Delivery) -> tuple[Span, _Key]:
         env = delivery.envelope
         queue = delivery.queue
+        # Each attribute costs the SDK a few microseconds a job: the ones that tell
+        # attempts apart, and the rest only when they say something.
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.operation.name": "process",
-            "messaging.operation.type": "process",
             "messaging.destination.name": queue,
             "messaging.message.id": str(env.job_id),
             "queuey.job.type": env.job_type,
             "queuey.job.attempt": env.attempt,
-            "queuey.job.deferrals": env.deferrals,
         }
+        if env.deferrals:
+            attributes["queuey.job.deferrals"] = env.deferrals
         if delivery.redelivered:
             attributes["queuey.job.redelivered"] = True
         span = self._tracer.start_span(
@@ -161,69 +185,85 @@ class WorkerTracing(WorkerHooks):
             kind=SpanKind.CONSUMER,
             attributes=attributes,
         )
-        key = (env.job_id, env.attempt, env.deferrals)
-        with self._lock:
-            self._open.setdefault(key, []).append(span)
+        key = _key(env)
+        self._open[key] = span
         return span, key
 
     def _close(self, key: _Key, span: Span) -> None:
-        with self._lock:
-            spans = self._open.get(key)
-            if spans is not None:
-                spans.remove(span)
-                if not spans:
-                    del self._open[key]
+        if self._open.get(key) is span:
+            self._open.pop(key, None)
         span.end()
 
-    def _span(self, job: JobInfo) -> Span | None:
-        with self._lock:
-            spans = self._open.get((job.job_id, job.attempt, job.deferrals))
-            return spans[-1] if spans else None
+    def ended(
+        self,
+        delivery: Delivery,
+        outcome: str,
+        *,
+        error: str = "",
+        reason: str = "",
+        delay: float | None = None,
+    ) -> None:
+        """Put how the attempt of ``delivery`` ended on its span; ``error``: the
+        handler's (or the timeout's), an exception event and the span failed."""
+        span = self._open.get(_key(delivery.envelope))
+        if span is None:
+            return
+        attributes: dict[str, Any] = {"queuey.job.outcome": outcome}
+        if reason:
+            attributes["queuey.job.reason"] = reason
+        if delay is not None:
+            attributes["queuey.job.delay_s"] = delay
+        span.set_attributes(attributes)  # at once: each call takes the span's lock
+        if error:
+            span.add_event("exception", {"exception.message": error})
+        if outcome in _FAILED:
+            span.set_status(Status(StatusCode.ERROR, reason or error))
 
-    # -- the outcome, as the hooks tell it -----------------------------------------------
-
-    def on_job_succeeded(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`."""
-        span = self._span(job)
+    def timed_out(self, delivery: Delivery, error: str) -> None:
+        """An event on the span of ``delivery``; its failed or dead-lettered one follows."""
+        span = self._open.get(_key(delivery.envelope))
         if span is not None:
-            span.set_attribute("queuey.job.outcome", "succeeded")
-
-    def on_job_failed(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`: retried after ``job.delay``."""
-        span = self._span(job)
-        if span is not None:
-            span.set_attribute("queuey.job.outcome", "retried")
-            if job.delay is not None:
-                span.set_attribute("queuey.job.delay_s", job.delay)
-            _failed(span, job.error, job.error)
-
-    def on_job_deferred(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`: nothing failed, so the span is no error."""
-        span = self._span(job)
-        if span is not None:
-            span.set_attribute("queuey.job.outcome", "deferred")
-            span.set_attribute("queuey.job.reason", job.reason)
-            if job.delay is not None:
-                span.set_attribute("queuey.job.delay_s", job.delay)
-
-    def on_job_dead_lettered(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`."""
-        span = self._span(job)
-        if span is not None:
-            span.set_attribute("queuey.job.outcome", "dead_lettered")
-            span.set_attribute("queuey.job.reason", job.reason)
-            _failed(span, job.error, job.reason)
-
-    def on_job_timed_out(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`: an event; its failed or dead-lettered one follows."""
-        span = self._span(job)
-        if span is not None:
-            span.add_event("queuey.job.timed_out", {"queuey.job.error": job.error})
+            span.add_event("queuey.job.timed_out", {"queuey.job.error": error})
 
 
-def _failed(span: Span, error: str, status: str) -> None:
-    """Mark ``span`` failed with ``status``; ``error`` (the handler's, if it raised) as
-    the exception event, whose message is the text logs and dead letters show."""
-    if error:
-        span.add_event("exception", {"exception.message": error})
-    span.set_status(Status(StatusCode.ERROR, status))
+#: The outcomes that mark a span failed (a deferral is no failure).
+_FAILED = frozenset({"retried", "dead_lettered"})
+
+
+class _TracingHookRunner(HookRunner):
+    """A :class:`HookRunner` that tells each outcome to its span before the hooks.
+
+    The dispatcher calls it with every settle's reason (the handler's error, the
+    backoff, the dead letter's reason), whether or not any hook listens: no
+    :class:`JobInfo` is made for the span's sake.
+    """
+
+    def __init__(
+        self,
+        tracing: WorkerTracing,
+        hooks: Iterable[WorkerHooks],
+        clock: Clock,
+        **options: Any,
+    ) -> None:
+        super().__init__(hooks, clock, **options)
+        self._tracing = tracing
+
+    def succeeded(self, delivery: Delivery) -> None:
+        self._tracing.ended(delivery, "succeeded")
+        super().succeeded(delivery)
+
+    def failed(self, delivery: Delivery, error: str, delay: float) -> None:
+        self._tracing.ended(delivery, "retried", error=error, delay=delay)
+        super().failed(delivery, error, delay)
+
+    def deferred(self, delivery: Delivery, reason: str, delay: float) -> None:
+        self._tracing.ended(delivery, "deferred", reason=reason, delay=delay)
+        super().deferred(delivery, reason, delay)
+
+    def dead_lettered(self, delivery: Delivery, reason: str, error: str = "") -> None:
+        self._tracing.ended(delivery, "dead_lettered", error=error, reason=reason)
+        super().dead_lettered(delivery, reason, error)
+
+    def timed_out(self, delivery: Delivery, error: str) -> None:
+        self._tracing.timed_out(delivery, error)
+        super().timed_out(delivery, error)

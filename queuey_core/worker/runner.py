@@ -112,11 +112,10 @@ class Worker:
         if control and isinstance(backend, SupportsControl):
             self._counts = JobCounts()
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
-        # Looked for once: without a provider, no span and no hook, nothing per job.
+        # Looked for once: without a provider, no span, nothing per job.
         tracing = worker_tracing(tracer_provider)
-        if tracing is not None:
-            hooks = (*hooks, tracing)  # told the outcome last, after the user's hooks
-        self._hooks = HookRunner(hooks, self._clock, counts=self._counts)
+        runner = HookRunner if tracing is None else tracing.hook_runner
+        self._hooks = runner(hooks, self._clock, counts=self._counts)
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,

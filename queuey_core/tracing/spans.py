@@ -27,11 +27,11 @@ nor run a job under a context a message did not carry.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -59,7 +59,7 @@ class ProducerTracing:
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
 
-    @contextmanager
+    @contextlib.contextmanager
     def publishing(
         self, envelopes: Sequence[Envelope | EncodedEnvelope]
     ) -> Iterator[TraceContext | None]:
@@ -82,10 +82,21 @@ class ProducerTracing:
         else:
             attributes["messaging.batch.message_count"] = len(envelopes)
         name = f"publish {queue}" if queue is not None else "publish"
-        with self._tracer.start_as_current_span(
-            name, kind=SpanKind.PRODUCER, attributes=attributes
-        ):
-            yield current_context()
+        span = contextlib.ExitStack()
+        try:
+            span.enter_context(
+                self._tracer.start_as_current_span(
+                    name, kind=SpanKind.PRODUCER, attributes=attributes
+                )
+            )
+            carried = current_context()
+        except Exception:
+            span.close()
+            logger.warning("could not start the enqueue's span; publishing untraced", exc_info=True)
+            yield None
+            return
+        with span:  # an error of the publish is recorded on the span, and raised on
+            yield carried
 
 
 def current_context() -> TraceContext | None:

@@ -11,12 +11,14 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
+from opentelemetry.trace import NoOpTracerProvider, Span, SpanKind, StatusCode, Tracer
+from opentelemetry.trace import TracerProvider as OtelTracerProvider
 
 from queuey_cli.output import JsonFormatter
 from queuey_core import (
@@ -323,3 +325,32 @@ def test_log_records_made_under_a_span_carry_its_ids(traced: Traced) -> None:
     assert inside["span_id"] == f"{context.span_id:016x}"
     assert "trace_id" not in outside
     assert "span_id" not in outside
+
+
+class _BrokenTracer(Tracer):
+    """A tracer whose every span fails to start (a broken SDK or exporter setup)."""
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Span:
+        raise RuntimeError("the SDK broke")
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the SDK broke")
+
+
+class _BrokenProvider(OtelTracerProvider):
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Tracer:
+        return _BrokenTracer()
+
+
+def test_a_tracer_that_fails_never_fails_a_job_or_an_enqueue(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    broken = _BrokenProvider()
+    producer = Producer(backend, queues, clock=clock, tracer_provider=broken)
+    worker = Worker(
+        backend, queues, [Handler(Greet, lambda _j, _c: None)], clock=clock, tracer_provider=broken
+    )
+    producer.enqueue(Greet(name="ada"))
+    producer.enqueue_many([Greet(name="bob"), Greet(name="cy")])
+    run_until(worker, clock, lambda: len(backend.acked(ALPHA)) == 3)
+    assert all(env.trace is None for env in backend.acked(ALPHA)), "published untraced"

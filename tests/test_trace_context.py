@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queuey_core.trace_context import MAX_TRACESTATE, TraceContext
+from queuey_core.trace_context import MAX_TRACESTATE
+from queuey_core.trace_context import TraceContext
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"

@@ -9,32 +9,42 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import NoOpTracerProvider, Span, SpanKind, StatusCode, Tracer
+from opentelemetry.trace import NoOpTracerProvider
+from opentelemetry.trace import Span
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace import StatusCode
+from opentelemetry.trace import Tracer
 from opentelemetry.trace import TracerProvider as OtelTracerProvider
 
 from queuey_cli.output import JsonFormatter
-from queuey_core import (
-    Deferred,
-    Fatal,
-    Handler,
-    JobContext,
-    ManualClock,
-    MemoryBackend,
-    Producer,
-    QueueSet,
-    Retryable,
-    Worker,
-)
-from queuey_core.tracing import TraceLogFields, producer_tracing, worker_tracing
-from tests.support import ALPHA, Greet, Orphan, start, wait_for
+from queuey_core import Deferred
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import JobContext
+from queuey_core import ManualClock
+from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import Worker
+from queuey_core.tracing import TraceLogFields
+from queuey_core.tracing import producer_tracing
+from queuey_core.tracing import worker_tracing
+from tests.support import ALPHA
+from tests.support import Greet
+from tests.support import Orphan
+from tests.support import start
+from tests.support import wait_for
 
 
 @dataclass

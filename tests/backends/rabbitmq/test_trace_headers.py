@@ -14,8 +14,10 @@ from pika.spec import BasicProperties
 from queuey_core import DeadLetter
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import dead_letter_of
-from queuey_core.backends.rabbitmq.publisher import encoded_properties, properties
-from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.backends.rabbitmq.publisher import encoded_properties
+from queuey_core.backends.rabbitmq.publisher import properties
+from queuey_core.envelope import EncodedEnvelope
+from queuey_core.envelope import Envelope
 from queuey_core.trace_context import TraceContext
 
 TRACE = TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "rojo=1")

@@ -11,33 +11,38 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pika.spec import BasicProperties
 
-from queuey_core import (
-    Backoff,
-    DeadLetter,
-    Fatal,
-    Handler,
-    Job,
-    JobContext,
-    Producer,
-    QueueConfig,
-    QueueSet,
-    Retryable,
-    RetryPolicy,
-    Worker,
-)
-from queuey_core.backends.rabbitmq import RabbitMQBackend, topology
+from queuey_core import Backoff
+from queuey_core import DeadLetter
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Producer
+from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Retryable
+from queuey_core import RetryPolicy
+from queuey_core import Worker
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq import topology
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel, delete_queues, unique
-from tests.support import Running, start, wait_for
+from tests.integration.broker import channel
+from tests.integration.broker import delete_queues
+from tests.integration.broker import unique
+from tests.support import Running
+from tests.support import start
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -364,3 +364,29 @@ def test_a_tracer_that_fails_never_fails_a_job_or_an_enqueue(
     producer.enqueue_many([Greet(name="bob"), Greet(name="cy")])
     run_until(worker, clock, lambda: len(backend.acked(ALPHA)) == 3)
     assert all(env.trace is None for env in backend.acked(ALPHA)), "published untraced"
+
+
+def test_a_timed_out_attempt_shows_the_timeout_then_its_retry(
+    traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    def greet(job: Greet, ctx: JobContext) -> None:
+        while ctx.attempt == 1:  # pure Python: the asynchronous JobTimeout lands here
+            clock.sleep(1)
+
+    producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
+    worker = Worker(
+        backend,
+        queues,
+        [Handler(Greet, greet)],
+        job_timeout=5,
+        clock=clock,
+        tracer_provider=traced.provider,
+    )
+    producer.enqueue(Greet(name="slow"))
+    run_until(worker, clock, lambda: len(traced.processed()) == 2)
+
+    slow, ran = traced.processed()
+    assert [e.name for e in slow.events] == ["queuey.job.timed_out", "exception"]
+    assert _attr(slow, "queuey.job.outcome") == "retried"
+    assert slow.status.status_code is StatusCode.ERROR
+    assert _attr(ran, "queuey.job.outcome") == "succeeded"

@@ -226,7 +226,8 @@ def publish_all(
         run.stopped = stop.requested
         run.seconds = time.monotonic() - started
         if rabbit is not None:
-            run.republished = rabbit.republished
+            # A file never republishes: a commit is all or nothing.
+            run.republished = 0 if settings.broker.is_embedded() else rabbit.republished
             rabbit.close()
 
 

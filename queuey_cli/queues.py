@@ -2,7 +2,9 @@
 
 A configured queue that does not exist on the broker yet (nothing declared it: no
 worker or enqueue has run) is shown as "not declared yet", never a NOT_FOUND failure.
-Unacked counts come from the management API only (:mod:`queuey_cli.management`).
+Unacked counts come from the management API only (:mod:`queuey_cli.management`); on
+the embedded backend (``sqlite://``) they are the jobs running (leased to a live
+worker), and the delay ladder's count is what waits for its delay.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ COLUMNS = [
     Column("dead letters", "dead_letters"),
 ]
 
+#: On the embedded backend: "running" (leased to a live worker) instead of "unacked".
+EMBEDDED_COLUMNS = [Column("running", "unacked") if c.name == "unacked" else c for c in COLUMNS]
+
 
 #: When a sample is taken; tests replace it to get exact rates.
 monotonic: Callable[[], float] = time.monotonic
@@ -46,11 +51,19 @@ class Sample:
     at: float
     inspection: Inspection
     unacked: Unacked
+    embedded: bool = False
 
 
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
     inspection = broker.inspect(names)
+    if settings.broker.is_embedded():
+        from queuey_cli.management import Unacked  # noqa: PLC0415
+        from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+
+        assert isinstance(broker, SqliteBackend)
+        running = {name: c[0].leased for name, c in broker.counts(names).items()}
+        return Sample(monotonic(), inspection, Unacked(running), embedded=True)
     # Imported here: the management-API client is for this command alone, not the worker.
     from queuey_cli.management import unacked  # noqa: PLC0415
 
@@ -94,6 +107,8 @@ def cells(record: dict[str, Any], *, unacked_known: bool) -> list[object]:
 def held_note(sample: Sample) -> str:
     """What the delay ladder holds, for every queue together."""
     held = sample.inspection.held
+    if sample.embedded:
+        return f"held (waiting for their delay, all queues): {held}"
     return f"held in the delay ladder (all queues): {NOT_DECLARED if held is None else held}"
 
 
@@ -157,8 +172,11 @@ def queues(
             }
         )
         return
-    notes = [held_note(sample), unroutable_note(sample)]
+    notes = [held_note(sample)]
+    if not sample.embedded:  # a file has no unroutable messages: a publish is refused
+        notes.append(unroutable_note(sample))
     if sample.unacked.counts is None:
         notes.append(f"unacked: n/a ({sample.unacked.why_not})")
     known = sample.unacked.counts is not None
-    listing("queues", COLUMNS, [cells(r, unacked_known=known) for r in found], notes=notes)
+    columns = EMBEDDED_COLUMNS if sample.embedded else COLUMNS
+    listing("queues", columns, [cells(r, unacked_known=known) for r in found], notes=notes)

@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from queuey_core.errors import ConfigError
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 if TYPE_CHECKING:
     from queuey_core.settings import Settings
-    from queuey_core.worker.runner import Worker
 
 logger = logging.getLogger("queuey.worker")
 
@@ -90,11 +89,11 @@ class SupervisorLink(WorkerHooks):
         with self._lock, contextlib.suppress(OSError):
             self._sock.sendall(line)
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`: ready."""
         self.send("ready")
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.send("draining")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.common import backend, cli_errors, control_secret, state, usage
 from queuey_cli.output import Exit
 from queuey_core import ConsumerStoppedError, QueueyError, Worker
 from queuey_core.limits import check_positive
@@ -149,6 +149,7 @@ def worker(
             close_backend_on_shutdown=True,
             hooks=[h for h in (link, metrics) if h is not None],
             on_shutdown_request=lambda: _as_sigterm(link),
+            control_secret=control_secret(settings),
         )
         registry = metrics.registry if metrics is not None else None
         beside = run_beside(settings, schedules, broker, w.handle, registry) if schedules else None
@@ -284,8 +285,10 @@ def _burst_watch(w: Worker, broker: Any) -> None:
     while not w.handle.is_shutdown():
         time.sleep(0.2)
         try:
-            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
-            empty = empty and broker.held_count() == 0
+            # inspect(): every backend that can count (RabbitMQ, a SQLite file) has it.
+            seen = broker.inspect(names)
+            empty = all(c is not None and c.ready == 0 for c in seen.queues.values())
+            empty = empty and not seen.held
         except QueueyError:
             continue
         quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0

@@ -38,6 +38,7 @@ from queuey_core.envelope import (
     Envelope,
     _first_error,
     json_string,
+    spells_uuid,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
 from queuey_core.jobs import Job, job_identity
@@ -61,9 +62,11 @@ JobId = uuid.UUID | str
 def job_id_for(key: JobId) -> uuid.UUID:
     """The job id of a caller-chosen key: the same key always gives the same id.
 
-    A ``uuid.UUID``, or a string that spells one (``"0b5c...-..."``, as ``enqueue``
-    prints them), is the id itself; any other non-empty string ``s`` gives
-    ``uuid.uuid5(JOB_ID_NAMESPACE, s)``.
+    A ``uuid.UUID``, or a string that spells one as a worker reads it
+    (:data:`~queuey_core.envelope.UUID_PATTERN`: ``"0b5c...-..."`` as ``enqueue`` prints
+    them, upper case, ``urn:uuid:``, braces, 32 hex digits), is the id itself; any other
+    non-empty string ``s`` gives ``uuid.uuid5(JOB_ID_NAMESPACE, s)`` (docs/protocol.md
+    spells it out for other languages, with an example a test checks).
 
     Raises:
         ValueError: an empty key, or one that is neither a UUID nor a string.
@@ -72,10 +75,11 @@ def job_id_for(key: JobId) -> uuid.UUID:
         return key
     if not isinstance(key, str) or not key.strip():
         raise ValueError(f"a job id is a UUID or a non-empty string, not {key!r}")
-    try:
+    # The worker's spellings, not uuid.UUID()'s (which also takes "uuid:", stray hyphens):
+    # another language can then tell a key from an id by the documented rule alone.
+    if spells_uuid(key):
         return uuid.UUID(key)
-    except ValueError:
-        return uuid.uuid5(JOB_ID_NAMESPACE, key)
+    return uuid.uuid5(JOB_ID_NAMESPACE, key)
 
 
 class Producer:
@@ -207,14 +211,11 @@ class Producer:
             raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
         ids = job_ids if job_ids is not None else [None] * len(jobs)
         backend = self._backend
-        if isinstance(backend, PublishesEncoded):
+        # Traced, each message carries headers: the models' path, which writes them.
+        if isinstance(backend, PublishesEncoded) and self._tracing is None:
             encoded = self._encode_many(jobs, ids, priority)
             try:
-                with self._span(encoded) as trace:
-                    if trace is not None:
-                        for one in encoded:
-                            one.trace = trace
-                    backend.publish_encoded([(env, delay) for env in encoded])
+                backend.publish_encoded([(env, delay) for env in encoded])
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
                 _attribute(exc, [env.job_id for env in encoded])
                 raise

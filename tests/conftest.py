@@ -17,6 +17,7 @@ from tests.harness import BROKER_PORT
 from tests.harness import Memory
 from tests.harness import MemoryEnv
 from tests.harness import RabbitEnv
+from tests.harness import SqliteEnv
 from tests.harness import WorkerEnv
 from tests.harness import broker_reachable
 from tests.support import Recorder
@@ -93,12 +94,17 @@ def require_broker() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("rabbitmq", marks=pytest.mark.integration)]
+)
 def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
-    """The environment a worker test runs in: memory + manual clock, or real RabbitMQ."""
+    """The environment a worker test runs in: memory or a SQLite file + manual clock, or
+    real RabbitMQ."""
     env: WorkerEnv
     if request.param == "memory":
         env = MemoryEnv()
+    elif request.param == "sqlite":
+        env = SqliteEnv()
     else:
         require_broker()
         env = RabbitEnv()

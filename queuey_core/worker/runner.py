@@ -67,6 +67,8 @@ class Worker:
         tracer_provider: where each attempt's CONSUMER span goes (default:
             OpenTelemetry's global provider, when the ``otel`` extra is installed and
             one is set before the worker is made); see ``docs/tracing.md``.
+        control_secret: answer only control requests signed with this secret
+            (``[control] secret``; see :mod:`queuey_core.control.signing`).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class Worker:
         control: bool = True,
         on_shutdown_request: Callable[[], None] | None = None,
         tracer_provider: TracerProvider | None = None,
+        control_secret: str | bytes | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -112,6 +115,7 @@ class Worker:
         if control and isinstance(backend, SupportsControl):
             self._counts = JobCounts()
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
+        self._control_secret = control_secret
         # Looked for once: without a provider, no span, nothing per job.
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
@@ -191,10 +195,10 @@ class Worker:
 
         def sink(item: Delivery | ConsumerEnded) -> None:
             if not isinstance(item, ConsumerEnded):
-                handle._add_in_flight(1)
+                handle.record_in_flight(1)
             events.put(item)
 
-        handle._add_waker(stopping.set)
+        handle.add_waker(stopping.set)
         if handle.is_shutdown():
             stopping.set()
         subscriptions: list[Subscription] = []
@@ -240,7 +244,7 @@ class Worker:
             for thread in threads:
                 thread.join()
         finally:
-            handle._remove_waker(stopping.set)
+            handle.remove_waker(stopping.set)
             for sub in subscriptions:
                 try:
                     sub.close()  # anything never processed goes back to the broker
@@ -266,7 +270,11 @@ class Worker:
         if self._counts is None or not isinstance(self._backend, SupportsControl):
             return None
         responder = ControlResponder(
-            self, self._counts, clock=self._clock, on_shutdown=self._on_shutdown_request
+            self,
+            self._counts,
+            clock=self._clock,
+            on_shutdown=self._on_shutdown_request,
+            secret=self._control_secret,
         )
         try:
             return self._backend.serve_control(responder)
@@ -298,4 +306,4 @@ class Worker:
             except BaseException:  # never expected: dispatch() settles every outcome itself
                 logger.critical("worker bug while processing a delivery", exc_info=True)
             finally:
-                self._handle._add_in_flight(-1)
+                self._handle.record_in_flight(-1)

@@ -1,7 +1,8 @@
-"""The Backend contract: one set of tests, run on MemoryBackend and on RabbitMQ.
+"""The Backend contract: one set of tests, run on MemoryBackend, on a SQLite file and on
+RabbitMQ.
 
-In memory, time is a ManualClock advanced while polling; on RabbitMQ it is real, so the
-delays here are a few seconds at most.
+In memory and on SQLite, time is a ManualClock advanced while polling; on RabbitMQ it is
+real, so the delays here are a few seconds at most.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ from queuey_core import Envelope
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
+from queuey_core import Subscription
 from queuey_core import UnroutableError
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
+from tests.support import named_envelope
 
 _names = itertools.count()
 
@@ -70,7 +74,7 @@ class Collector:
 class Env:
     """A backend under contract, with its notion of time."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, tmp: str = "") -> None:
         self.kind = kind
         self.run = uuid.uuid4().hex[:8]
         self.made: list[str] = []
@@ -78,6 +82,8 @@ class Env:
         self.backend: Any
         if kind == "memory":
             self.backend = MemoryBackend(clock=self.clock)
+        elif kind == "sqlite":
+            self.backend = SqliteBackend(f"sqlite:///{tmp}/contract.db", clock=self.clock)
         else:
             self.backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
 
@@ -88,31 +94,31 @@ class Env:
         return config
 
     def now(self) -> float:
-        return self.clock.monotonic() if self.kind == "memory" else time.monotonic()
+        return self.clock.monotonic() if self.manual else time.monotonic()
+
+    @property
+    def manual(self) -> bool:
+        """Whether time is the ManualClock (every backend but RabbitMQ)."""
+        return self.kind != "rabbitmq"
 
     def wait_until(self, cond: Callable[[], bool], timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > deadline:
                 raise AssertionError("condition was never met")
-            if self.kind == "memory":
+            if self.manual:
                 self.clock.advance(0.05)
             time.sleep(0.005)
 
     def pending(self, queue: str) -> int:
         if self.kind == "memory":
             return int(self.backend.pending(queue))
+        if self.kind == "sqlite":
+            return int(self.backend.counts([queue])[queue][0].ready)
         return int(self.backend.queue_counts(queue)[0])
 
     def envelope(self, config: QueueConfig, name: str, priority: int = 0) -> Envelope:
-        return Envelope(
-            job_id=uuid.uuid4(),
-            job_type="contract.job",
-            queue=config.name,
-            priority=priority,
-            enqueued_at=int(time.time() * 1000),
-            payload={"name": name},
-        )
+        return named_envelope(config.name, name, job_type="contract.job", priority=priority)
 
     def close(self) -> None:
         self.backend.close()
@@ -125,11 +131,13 @@ class Env:
             conn.close()
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+@pytest.fixture(
+    params=["memory", "sqlite", pytest.param("rabbitmq", marks=pytest.mark.integration)]
+)
+def env(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Env]:
     if request.param == "rabbitmq":
         require_broker()
-    e = Env(request.param)
+    e = Env(request.param, str(tmp_path))
     try:
         yield e
     finally:
@@ -260,13 +268,19 @@ def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: Env)
     assert env.backend.list_dead_letters(q.name) == []
 
 
-def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
-    q = env.queue(prefetch=2)
-    for i in range(5):
+def full_prefetch(env: Env, q: QueueConfig, *, published: int) -> tuple[Collector, Subscription]:
+    """``published`` jobs j0, j1 ... on ``q``, consumed until its prefetch is used up."""
+    for i in range(published):
         env.backend.publish(env.envelope(q, f"j{i}"))
     got = Collector(env.now)
     sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    env.wait_until(lambda: len(got.deliveries()) == q.prefetch)
+    return got, sub
+
+
+def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
+    q = env.queue(prefetch=2)
+    got, sub = full_prefetch(env, q, published=5)
     env.wait_until(lambda: env.pending(q.name) == 3)
     assert got.names() == ["j0", "j1"]
     got.deliveries()[0].ack()
@@ -277,11 +291,7 @@ def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
 
 def test_closing_a_subscription_gives_unsettled_deliveries_back(env: Env) -> None:
     q = env.queue(prefetch=2)
-    for i in range(3):
-        env.backend.publish(env.envelope(q, f"j{i}"))
-    got = Collector(env.now)
-    sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    got, sub = full_prefetch(env, q, published=3)
     sub.close()
     env.wait_until(lambda: env.pending(q.name) == 3)
     with pytest.raises(BackendError):

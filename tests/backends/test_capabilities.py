@@ -16,7 +16,7 @@ from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.backends.capabilities import SupportsSchedules
 from queuey_core.backends.capabilities import acks_early
 from queuey_core.backends.capabilities import require
-from queuey_core.backends.memory import _MemoryDelivery
+from queuey_core.backends.memory_queue import MemoryDelivery
 from queuey_core.backends.open import OPENERS
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
@@ -62,7 +62,7 @@ def test_require_names_the_backend_the_capability_and_the_caller() -> None:
 
 def test_only_a_rabbitmq_delivery_acks_early() -> None:
     rabbit = RabbitDelivery.__new__(RabbitDelivery)
-    memory = _MemoryDelivery.__new__(_MemoryDelivery)
+    memory = MemoryDelivery.__new__(MemoryDelivery)
     assert isinstance(rabbit, EarlyAck)
     assert acks_early(rabbit)
     assert not isinstance(memory, EarlyAck)

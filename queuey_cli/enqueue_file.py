@@ -38,6 +38,7 @@ from queuey_core import (
     QueueSet,
     job_id_for,
 )
+from queuey_core.backends.capabilities import Republishes
 from queuey_core.settings import Settings
 
 BATCH = 2000
@@ -226,8 +227,7 @@ def publish_all(
         run.stopped = stop.requested
         run.seconds = time.monotonic() - started
         if rabbit is not None:
-            # A file never republishes: a commit is all or nothing.
-            run.republished = 0 if settings.broker.is_embedded() else rabbit.republished
+            run.republished = rabbit.republished if isinstance(rabbit, Republishes) else 0
             rabbit.close()
 
 

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from queuey_core.tracing import TraceLogFields
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -488,6 +490,9 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     else:
         handler = _StderrHandler()
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
+    # trace_id and span_id on a record made under a span (JSON shows them; no cost
+    # until OpenTelemetry is loaded).
+    handler.addFilter(TraceLogFields())
     # Neither format shows where a call was made from, nor which thread or process made
     # it: do not look them up for every record (the logging docs' "Optimization"; a
     # worker logs every job).

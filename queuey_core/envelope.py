@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
 from queuey_core.errors import DecodeError
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES, MAX_SHORT_STRING_BYTES
+from queuey_core.trace_context import TracedModel
 
 J = TypeVar("J", bound=Job)
 
@@ -112,7 +113,7 @@ QueueName = Annotated[
 ]
 
 
-class Envelope(BaseModel):
+class Envelope(TracedModel):
     """A job's identity, delivery history and payload.
 
     ``attempt`` counts runs that may fail (it starts at 1 and grows on a retry);
@@ -318,8 +319,7 @@ class EncodedEnvelope:
     def body(self) -> bytes:
         body = self._body
         if body is None:
-            # __init__ made sure of both
-            assert self._names is not None
+            assert self._names is not None  # (__init__ made sure of both)
             assert self._payload is not None
             job_type, queue = self._names
             body = self._body = encode_first_attempt(

@@ -1,9 +1,10 @@
 """queuey's tests, laid out like the packages they test.
 
 - ``tests/<subpackage>/`` holds the tests of ``queuey_core/<subpackage>/``
-  (``backends/``, ``backends/rabbitmq/``, ``control/``, ``observability/``,
-  ``schedules/``, ``worker/``); ``tests/producer/`` those of ``queuey_core/producer.py``;
-  ``tests/cli/`` those of ``queuey_cli``. A top-level module with one test file has it at
+  (``backends/``, ``backends/rabbitmq/``, ``backends/sqlite/``, ``control/``,
+  ``observability/``, ``schedules/``, ``worker/``); ``tests/producer/`` those of
+  ``queuey_core/producer.py``; ``tests/cli/`` those of ``queuey_cli``; ``tests/docs/``
+  the documentation site's checks. A top-level module with one test file has it at
   the root (``test_clock.py``, ``test_urls.py`` ...), and ``test_module_shape.py`` holds
   the rules for the code's shape (import cycles, module size, docstrings).
 - ``tests/integration/`` holds the tests that need a real RabbitMQ, in the same mirror

@@ -12,12 +12,11 @@ from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import Producer
 from queuey_core import QueueSet
+from tests.backend_kinds import BackendKind
+from tests.backend_kinds import backend_params
 from tests.harness import BROKER_HOST
 from tests.harness import BROKER_PORT
 from tests.harness import Memory
-from tests.harness import MemoryEnv
-from tests.harness import RabbitEnv
-from tests.harness import SqliteEnv
 from tests.harness import WorkerEnv
 from tests.harness import broker_reachable
 from tests.support import Recorder
@@ -94,20 +93,14 @@ def require_broker() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", pytest.param("rabbitmq", marks=pytest.mark.integration)]
-)
+@pytest.fixture(params=backend_params())
 def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
-    """The environment a worker test runs in: memory or a SQLite file + manual clock, or
-    real RabbitMQ."""
-    env: WorkerEnv
-    if request.param == "memory":
-        env = MemoryEnv()
-    elif request.param == "sqlite":
-        env = SqliteEnv()
-    else:
+    """The environment a worker test runs in: each backend of tests/backend_kinds.py
+    (memory + manual clock, real RabbitMQ, ...)."""
+    kind: BackendKind = request.param
+    if kind.needs_broker:
         require_broker()
-        env = RabbitEnv()
+    env = kind.worker_env()
     try:
         yield env
     finally:

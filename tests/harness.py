@@ -153,6 +153,10 @@ class Recording(Wrapping):
         with self._lock:
             return list(self._acked.get(queue, []))
 
+    def dead_letters(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters that hold an envelope (as MemoryBackend lists them)."""
+        return [d for d in self.list_dead_letters(queue) if isinstance(d, DeadLetter)]
+
 
 class RecordingRabbit(Recording):
     """A RabbitMQBackend that records what was acked (see :class:`Recording`)."""
@@ -160,9 +164,6 @@ class RecordingRabbit(Recording):
     def __init__(self, inner: RabbitMQBackend) -> None:
         super().__init__(inner)
         self.rabbit = inner
-
-    def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return [d for d in self.rabbit.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
     def pending(self, queue: str) -> int:
         return self.rabbit.queue_counts(queue)[0]
@@ -192,9 +193,6 @@ class RecordingSqlite(Recording):
     def __init__(self, inner: SqliteBackend) -> None:
         super().__init__(inner)
         self.sqlite = inner
-
-    def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return [d for d in self.sqlite.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
     def pending(self, queue: str) -> int:
         return self.sqlite.counts([queue])[queue][0].ready

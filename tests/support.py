@@ -6,6 +6,7 @@ import re
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from collections.abc import Iterable
 from typing import ClassVar
@@ -15,6 +16,7 @@ from typing import TypeVar
 from queuey_core import Backend
 from queuey_core import Backoff
 from queuey_core import Deferred
+from queuey_core import Envelope
 from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import Job
@@ -162,6 +164,21 @@ def two_slot_worker(
         timeout_grace=timeout_grace,
         clock=clock,
         hooks=hooks,
+    )
+
+
+def named_envelope(
+    queue: str, name: str, *, job_type: str = "t.job", attempt: int = 1, priority: int = 0
+) -> Envelope:
+    """A fresh envelope, enqueued now, of a job whose payload is ``{"name": name}``."""
+    return Envelope(
+        job_id=uuid.uuid4(),
+        job_type=job_type,
+        queue=queue,
+        attempt=attempt,
+        priority=priority,
+        enqueued_at=int(time.time() * 1000),
+        payload={"name": name},
     )
 
 

@@ -12,6 +12,7 @@ from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import EarlyAck
 from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.capabilities import Republishes
 from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.backends.capabilities import SupportsSchedules
 from queuey_core.backends.capabilities import acks_early
@@ -30,7 +31,7 @@ def test_the_memory_backend_declares_what_it_provides() -> None:
     provided: tuple[type, ...] = (DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded)
     for capability in provided:
         assert isinstance(backend, capability), f"MemoryBackend provides {capability.__name__}"
-    for lacking in (SupportsSchedules, ConnectionReporting):
+    for lacking in (SupportsSchedules, ConnectionReporting, Republishes):
         assert not isinstance(backend, lacking), f"not {lacking.__name__}"
 
 
@@ -41,9 +42,10 @@ def test_the_rabbitmq_backend_declares_every_capability() -> None:
         SupportsControl,
         SupportsSchedules,
         PublishesEncoded,
+        Republishes,
         ConnectionReporting,
     ):
-        assert issubclass(RabbitMQBackend, capability), capability.__name__
+        assert capability in RabbitMQBackend.__mro__, f"declares {capability.__name__}"
 
 
 def test_require_returns_the_backend_when_it_has_the_capability() -> None:

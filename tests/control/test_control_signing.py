@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -66,15 +68,21 @@ def now_clock() -> ManualClock:
     return ManualClock(start_wall_ms=time.time_ns() // 1_000_000)
 
 
-def serve(
+@contextmanager
+def serving(
     backend: Serving, queues: QueueSet, clock: ManualClock, secret: str | None
-) -> tuple[Running, Worker]:
+) -> Iterator[tuple[Running, Worker]]:
+    """A worker answering the control channel (signed with ``secret``) until the block
+    ends."""
     worker = Worker(
         backend, queues, [noop(Greet)], consume=[ALPHA], clock=clock, control_secret=secret
     )
     running = start(worker, clock)
-    wait_for(lambda: len(backend.responders) == 1, clock)
-    return running, worker
+    try:
+        wait_for(lambda: len(backend.responders) == 1, clock)
+        yield running, worker
+    finally:
+        running.stop()
 
 
 def status_request() -> bytes:
@@ -87,8 +95,7 @@ def test_a_worker_with_a_secret_answers_only_requests_signed_with_it(
     now_clock: ManualClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    running, _ = serve(backend, queues, now_clock, SECRET)
-    try:
+    with serving(backend, queues, now_clock, SECRET):
         assert len(worker_statuses(backend, timeout=0, secret=SECRET)) == 1, "signed: answered"
         with caplog.at_level(logging.WARNING, logger="queuey_core.control"):
             assert worker_statuses(backend, timeout=0) == [], "unsigned: refused"
@@ -99,15 +106,12 @@ def test_a_worker_with_a_secret_answers_only_requests_signed_with_it(
         assert caplog.text.count("control request ignored") == 1, "logged once a while"
         assert "this worker requires signed requests" in caplog.text
         assert SECRET not in caplog.text
-    finally:
-        running.stop()
 
 
 def test_an_unsigned_or_badly_signed_shutdown_does_not_stop_a_worker(
     backend: Serving, queues: QueueSet, now_clock: ManualClock
 ) -> None:
-    running, worker = serve(backend, queues, now_clock, SECRET)
-    try:
+    with serving(backend, queues, now_clock, SECRET) as (running, worker):
         everyone = Selection(all=True)
         assert shutdown_workers(backend, everyone, timeout=0) == []
         assert shutdown_workers(backend, everyone, timeout=0, secret=OTHER) == []
@@ -115,15 +119,12 @@ def test_an_unsigned_or_badly_signed_shutdown_does_not_stop_a_worker(
         accepted = shutdown_workers(backend, everyone, timeout=0, secret=SECRET)
         assert len(accepted) == 1
         assert running.join() is None, "the signed shutdown drained it"
-    finally:
-        running.stop()
 
 
 def test_a_stale_or_replayed_request_is_refused(
     backend: Serving, queues: QueueSet, now_clock: ManualClock
 ) -> None:
-    running, _ = serve(backend, queues, now_clock, SECRET)
-    try:
+    with serving(backend, queues, now_clock, SECRET):
         signed = sign(status_request(), SECRET, now_ms=now_clock.wall_ms())
         assert len(backend.broadcast_control(signed, timeout=0)) == 1
         assert backend.broadcast_control(signed, timeout=0) == [], "the same request again"
@@ -135,20 +136,15 @@ def test_a_stale_or_replayed_request_is_refused(
         assert len(worker_statuses(backend, timeout=0, secret=SECRET)) == 0, (
             "the asker's clock is now a minute behind the worker's"
         )
-    finally:
-        running.stop()
 
 
 def test_a_worker_without_a_secret_answers_signed_and_unsigned_requests(
     backend: Serving, queues: QueueSet, now_clock: ManualClock
 ) -> None:
     """So that askers can be given the secret before the workers."""
-    running, _ = serve(backend, queues, now_clock, None)
-    try:
+    with serving(backend, queues, now_clock, None):
         assert len(worker_statuses(backend, timeout=0)) == 1
         assert len(worker_statuses(backend, timeout=0, secret=SECRET)) == 1
-    finally:
-        running.stop()
 
 
 def test_a_tampered_request_fails_its_signature() -> None:

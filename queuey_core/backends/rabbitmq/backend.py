@@ -33,6 +33,7 @@ from queuey_core.backends.capabilities import (
     Inspectable,
     Inspection,
     PublishesEncoded,
+    Republishes,
     SupportsControl,
     SupportsSchedules,
 )
@@ -73,6 +74,7 @@ class RabbitMQBackend(
     SupportsControl,
     SupportsSchedules,
     PublishesEncoded,
+    Republishes,
     ConnectionReporting,
 ):
     """The production backend. See the module docstring for how it uses the broker.

@@ -156,18 +156,29 @@ class ControlLink(Link):
         ch.basic_consume(name, self._request)
         self.queue = name
         # The probe: RabbitMQ writes this channel's own direct reply-to address in place
-        # of REPLY_TO (it must consume the pseudo-queue for that), naming our node.
-        ch.basic_consume(REPLY_TO, lambda *_args: None, auto_ack=True)
+        # of REPLY_TO, naming our node. The channel must consume the pseudo-queue first,
+        # and pika holds a consume back until the one before is answered while a publish
+        # goes out at once: publish only once this consume is answered (else 406).
+        ch.basic_consume(
+            REPLY_TO,
+            lambda *_args: None,
+            auto_ack=True,
+            callback=lambda _frame: self._send_probe(ch, name),
+        )
+        if self._failures:
+            logger.info("control channel set up again", extra={"queue": name})
+        self._failures = 0
+        logger.debug("control channel ready", extra={"queue": name})
+
+    def _send_probe(self, ch: Channel, name: str) -> None:
+        if not self._current(ch) or not ch.is_open:
+            return
         ch.basic_publish(
             "",
             name,
             b"",
             BasicProperties(reply_to=REPLY_TO, correlation_id=self._probe, delivery_mode=1),
         )
-        if self._failures:
-            logger.info("control channel set up again", extra={"queue": name})
-        self._failures = 0
-        logger.debug("control channel ready", extra={"queue": name})
 
     def _request(
         self, ch: Channel, method: Basic.Deliver, props: BasicProperties, body: bytes

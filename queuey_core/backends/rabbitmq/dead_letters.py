@@ -35,6 +35,7 @@ from queuey_core.backends.rabbitmq.unroutable import last_death_ms, unroutable_r
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError, UnknownQueueError
 from queuey_core.text import ascii_printable, body_preview, message_handle
+from queuey_core.trace_context import TraceContext
 
 
 def dead_letter_pub(envelope: Envelope, reason: str, *, queue: str | None = None) -> Pub:
@@ -179,7 +180,8 @@ def dead_letter_of(
     # Dead-lettered by RabbitMQ (unroutable, rejected): its x-death says when.
     dead_at = _millis(headers.get(topology.DEAD_AT_HEADER)) or last_death_ms(headers)
     try:
-        envelope = Envelope.decode(body)
+        # Its trace context too, so that a requeued dead letter stays in its job's trace.
+        envelope = Envelope.decode(body).with_trace(TraceContext.from_headers(headers))
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
         error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
         handle = message_handle(props.message_id) or f"#{position}"

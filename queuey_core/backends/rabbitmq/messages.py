@@ -78,6 +78,11 @@ class Pub:
 def properties(
     envelope: Envelope | EncodedEnvelope, headers: dict[str, Any] | None = None
 ) -> BasicProperties:
+    # A trace context rides beside the body, in the headers (docs/protocol.md); the
+    # batch fast path's encoded envelopes are never traced (the producer sees to it).
+    trace = envelope.trace if isinstance(envelope, Envelope) else None
+    if trace is not None:
+        headers = {**trace.headers(), **headers} if headers else trace.headers()
     return BasicProperties(
         content_type="application/json",
         delivery_mode=2,  # persistent

@@ -58,7 +58,7 @@ def remove_timeout(conn: pika.BlockingConnection, handle: Any) -> None:
 
 def terminate_stream(conn: pika.BlockingConnection, error: BaseException) -> None:
     """Tear ``conn``'s socket down at once, as a lost connection: the blocking call in
-    progress raises ``StreamLostError``-like errors with ``error`` as the reason.
+    progress raises ``error``.
 
     pika has no public way to end a ``BasicPublish`` that waits for a confirm with no
     time limit; a direct publish's deadline needs one.

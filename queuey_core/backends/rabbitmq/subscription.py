@@ -34,6 +34,7 @@ from queuey_core.envelope import Envelope
 from queuey_core.errors import BackendError, ConsumerStoppedError, DecodeError, QueueyError
 from queuey_core.queues import QueueConfig
 from queuey_core.text import ascii_printable, message_handle
+from queuey_core.trace_context import TraceContext
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,12 @@ class RabbitSubscription:
         try:
             message_id = message_handle(props.message_id)
             try:
+                # A W3C trace context rides in the headers (none: no trace, no cost).
                 envelope = Envelope.decode(body)
+                headers = props.headers
+                trace = TraceContext.from_headers(headers) if headers else None
+                if trace is not None:
+                    envelope = envelope.with_trace(trace)
             except DecodeError as exc:
                 # Not one of ours, or not one we may trust: dead-letter it with the reason
                 # (which names the field), off this thread.

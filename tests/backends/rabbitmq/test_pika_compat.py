@@ -24,6 +24,17 @@ def _assigns(cls: type, attribute: str) -> bool:
     return f"self.{attribute} =" in inspect.getsource(cls)
 
 
+def _still_a_connection_method(name: str, params: list[str], needed_by: str) -> None:
+    """pika's Connection still has method ``name``, taking ``params``; ``needed_by`` says
+    what in queuey relies on it."""
+    method = getattr(pika.connection.Connection, name, None)
+    assert method is not None, f"pika {pika.__version__}: Connection.{name} is gone; {needed_by}"
+    assert _params(method) == params, (
+        f"pika {pika.__version__}: Connection.{name} takes "
+        f"{_params(method)}, not ({', '.join(params)})"
+    )
+
+
 def test_a_blocking_connection_still_keeps_its_async_connection_in_impl() -> None:
     assert _assigns(pika.BlockingConnection, "_impl"), (
         f"pika {pika.__version__}: BlockingConnection no longer sets self._impl; "
@@ -41,28 +52,20 @@ def test_a_blocking_channel_still_keeps_its_async_channel_in_impl() -> None:
 
 
 def test_a_connection_can_still_be_terminated_as_if_its_stream_was_lost() -> None:
-    terminate = getattr(pika.connection.Connection, "_terminate_stream", None)
-    assert terminate is not None, (
-        f"pika {pika.__version__}: Connection._terminate_stream is gone; "
+    _still_a_connection_method(
+        "_terminate_stream",
+        ["self", "error"],
         "pika_compat.terminate_stream (a direct publish's deadline, direct.py) needs "
-        "another way to end a blocking publish that waits for its confirm"
-    )
-    assert _params(terminate) == ["self", "error"], (
-        f"pika {pika.__version__}: Connection._terminate_stream takes "
-        f"{_params(terminate)}, not (self, error)"
+        "another way to end a blocking publish that waits for its confirm",
     )
 
 
 def test_marshalled_frames_can_still_be_written_through_pikas_output() -> None:
-    output = getattr(pika.connection.Connection, "_output_marshaled_frames", None)
-    assert output is not None, (
-        f"pika {pika.__version__}: Connection._output_marshaled_frames is gone; "
+    _still_a_connection_method(
+        "_output_marshaled_frames",
+        ["self", "marshaled_frames"],
         "pika_compat.write_frames (the publisher link's hand-marshalled batches) needs "
-        "another way to write frames that the heartbeat checker counts"
-    )
-    assert _params(output) == ["self", "marshaled_frames"], (
-        f"pika {pika.__version__}: Connection._output_marshaled_frames takes "
-        f"{_params(output)}, not (self, marshaled_frames)"
+        "another way to write frames that the heartbeat checker counts",
     )
 
 

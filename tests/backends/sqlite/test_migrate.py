@@ -4,7 +4,6 @@ with what remains of its delay, and every dead letter with its reason and attemp
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 from queuey_core import ManualClock
@@ -14,6 +13,7 @@ from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.migrate import migrate
 from queuey_core.envelope import Envelope
+from tests.support import named_envelope
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
 
@@ -34,14 +34,7 @@ class Broker(MemoryBackend):
 
 
 def envelope(name: str, attempt: int = 1) -> Envelope:
-    return Envelope(
-        job_id=uuid.uuid4(),
-        job_type="t.job",
-        queue=Q.name,
-        attempt=attempt,
-        enqueued_at=int(time.time() * 1000),
-        payload={"name": name},
-    )
+    return named_envelope(Q.name, name, attempt=attempt)
 
 
 def test_jobs_and_dead_letters_move_once_with_their_delays_and_reasons(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ class Boom(Exception):
 
 def test_server_properties_hold_the_brokers_version(conn: pika.BlockingConnection) -> None:
     version = pika_compat.server_properties(conn).get("version")
-    assert isinstance(version, bytes), (
+    assert isinstance(version, bytes | str), (
         f"pika {pika.__version__}: the broker's version is not in the connection's "
         f"server properties ({version!r}); RabbitMQBackend.server_version reads it"
     )
@@ -54,7 +54,8 @@ def test_connected_params_are_those_of_the_node_that_answered() -> None:
     up = pika.URLParameters(AMQP_URL)
     connection = pika.BlockingConnection([down, up])
     try:
-        assert pika_compat.connected_params(connection) is up, (
+        chosen = pika_compat.connected_params(connection)
+        assert (chosen.host, chosen.port) == (up.host, up.port), (
             f"pika {pika.__version__}: the connection's params are not the ones that "
             "answered; nodes.py remembers the node from them"
         )
@@ -67,7 +68,8 @@ def test_a_timer_on_the_loop_can_end_a_blocking_wait_by_terminating_the_stream(
 ) -> None:
     pika_compat.call_later(conn, 0.2, lambda: pika_compat.terminate_stream(conn, Boom()))
     started = time.monotonic()
-    with pytest.raises(pika.exceptions.AMQPError):
+    # The error given is raised out of the blocking call (direct.py catches its own).
+    with pytest.raises(Boom):
         conn.process_data_events(time_limit=10)
     took = time.monotonic() - started
     assert took < 5, (

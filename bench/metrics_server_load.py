@@ -149,9 +149,6 @@ def main() -> None:
         backend = MemoryBackend()
     metrics = WorkerMetrics()
     renders = _count_renders(metrics)
-    if args.amqp:
-        backend.declare(queues)
-        backend.purge(QUEUE)
     server = _server_class(args.server)(metrics, port=0, host="127.0.0.1").start()
     rates: dict[str, list[float]] = {"quiet": [], "loaded": [], "placebo": []}
     cpu_rates: dict[str, list[float]] = {"quiet": [], "loaded": [], "placebo": []}

@@ -19,7 +19,7 @@ from pika.adapters.select_connection import SelectConnection
 sys.path.insert(0, str(Path(__file__).parent))
 
 from procs import URL, Counter
-from queuey_bench_handlers import Cpu, Noop, Stamped, Wait
+from queuey_bench_handlers import Cpu, Noop, Stamped, Wait, trace_to_nowhere
 
 from queuey_core import Job, Producer, QueueConfig, QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
@@ -62,7 +62,11 @@ def _producer() -> tuple[RabbitMQBackend, Producer]:
 
 
 def fill_queuey(n: int, kind: str = "noop") -> dict[str, Any]:
-    """``n`` queuey jobs on their queue, the first one marked (it reports its start)."""
+    """``n`` queuey jobs on their queue, the first one marked (it reports its start);
+    ``traced``: no-op jobs enqueued under a span, so that each carries a trace context."""
+    if kind == "traced":
+        trace_to_nowhere()
+        kind = "noop"
     backend, producer = _producer()
 
     def make(i: int) -> Job:

@@ -295,3 +295,13 @@ def drain(argv: list[str], queue: str, n: int, *, log: str) -> dict[str, Any]:
 def have(tool: str) -> bool:
     """Whether a peer's command is installed (``pip install -e '.[bench]'``)."""
     return (BIN / tool).exists() or shutil.which(tool) is not None
+
+
+def have_module(name: str) -> bool:
+    """Whether a module is installed here (the bench extra's OpenTelemetry SDK)."""
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False

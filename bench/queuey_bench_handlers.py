@@ -19,6 +19,34 @@ from queuey_core import Job, JobContext, handler
 _FD = int(os.environ.get("QUEUEY_BENCH_FD", "-1"))
 
 
+def trace_to_nowhere() -> None:
+    """Set a global tracer provider whose spans are batched and then dropped: what the
+    tracing-on bench costs is queuey's spans and the SDK's batching, not an exporter's
+    network (``QUEUEY_BENCH_TRACING=1`` sets it up in the worker, as this module loads:
+    before the worker is made)."""
+    from collections.abc import Sequence  # noqa: PLC0415 - the SDK is a bench extra
+
+    from opentelemetry import trace  # noqa: PLC0415
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    trace.set_tracer_provider(provider)
+
+
+if os.environ.get("QUEUEY_BENCH_TRACING"):
+    trace_to_nowhere()
+
+
 def report(line: str) -> None:
     """One line to the harness (one write below PIPE_BUF: atomic between threads)."""
     if _FD >= 0:

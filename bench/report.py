@@ -76,6 +76,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {spread(figure(worker, system, 'running_rate'))} | {running} "
             f"| {spread(figure(worker, system, 'cpu_us'))} | {first} | {rss} | {tree} |"
         )
+    if figure(worker, "queuey, traced"):
+        lines += ["", tracing_line(worker)]
     io = results["io"]
     ideal = 64 / 0.02
     lines += [
@@ -153,7 +155,21 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 PUBLISHERS = ["queuey", "dramatiq", "raw pika", "raw pika confirmed"]
-WORKERS = ["queuey", "dramatiq", "celery", "raw pika", "queuey, 2 processes"]
+WORKERS = ["queuey", "queuey, traced", "dramatiq", "celery", "raw pika", "queuey, 2 processes"]
+
+
+def tracing_line(worker: Rounds) -> str:
+    """Tracing's cost, as same-round ratios of the traced worker to the untraced one."""
+    running = ratio(worker, "queuey, traced", "queuey", "running_rate")
+    launch = ratio(worker, "queuey, traced", "queuey")
+    cpu = ratio(worker, "queuey, traced", "queuey", "cpu_us")
+    return (
+        "**Tracing**: the same worker with a tracer provider (the SDK's `BatchSpanProcessor`, "
+        "an exporter that drops every span), on jobs enqueued under a span: a CONSUMER span "
+        "per job. Traced / untraced, same round: running rate "
+        f"{spread(running, '{:.3f}')}, rate from launch {spread(launch, '{:.3f}')}, "
+        f"CPU per job {spread(cpu, '{:.3f}')}."
+    )
 
 
 def _rel(rounds: Rounds, system: str, key: str = "rate") -> str:
@@ -181,6 +197,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
     ]
     colors = {
         "queuey": "#2f6fdf",
+        "queuey, traced": "#6f9be8",
         "queuey, 2 processes": "#1d4596",
         "dramatiq": "#e07b39",
         "celery": "#55a868",

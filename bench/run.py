@@ -58,6 +58,17 @@ def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[
         ),
         "raw pika": lambda: measure("raw_consumer", n),
     }
+    if procs.have_module("opentelemetry.sdk"):
+        # The same worker with a tracer provider (QUEUEY_BENCH_TRACING: a batching
+        # processor, an exporter that drops), on jobs that carry a trace context.
+        figures["queuey, traced"] = lambda: _drain(
+            "fill_queuey",
+            ["env", "QUEUEY_BENCH_TRACING=1", *procs.queuey_argv("bench", THREADS)],
+            "bench",
+            n,
+            "queuey-traced",
+            kind="traced",
+        )
     if processes:
         figures["queuey, 2 processes"] = lambda: _drain(
             "fill_queuey",
@@ -204,7 +215,15 @@ def main() -> None:
     parser.add_argument(
         "--redraw", action="store_true", help="Rewrite RESULTS.md and redraw from results.json."
     )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="Only queuey's worker with tracing off and on, and their ratio.",
+    )
     args = parser.parse_args()
+    if args.tracing:
+        tracing(args.jobs, args.rounds)
+        return
     if args.redraw:
         kept = json.loads((HERE / "results.json").read_text())
         (HERE / "RESULTS.md").write_text(report.markdown(kept))
@@ -248,6 +267,20 @@ def main() -> None:
     (HERE / "RESULTS.md").write_text(text)
     print(text)
     report.draw(results, HERE / "throughput.png")
+
+
+def tracing(n: int, count: int) -> None:
+    """Tracing's cost: queuey's worker off and on, in the same rounds, as ratios."""
+    procs.compile_sources()
+    figures = worker_figures(n, peers=False, processes=False)
+    got = rounds("tracing", {k: figures[k] for k in ("queuey", "queuey, traced")}, count)
+    for i, r in enumerate(got, start=1):
+        shown = ", ".join(
+            f"{k}: running {v['running_rate']:,.0f}/s, {v['cpu_us']:.0f} us CPU a job"
+            for k, v in r.items()
+        )
+        print(f"round {i}: {shown}")
+    print(report.tracing_line(got))
 
 
 def machine() -> str:

@@ -10,10 +10,11 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 
-from queuey_cli.output import Exit, error
+from queuey_cli.output import Exit, err, error
 from queuey_core import ConfigError, QueueSet, QueueyError
 from queuey_core.backends.open import open_backend
-from queuey_core.handlers import Discovered, check_queues, discover
+from queuey_core.handlers import Discovered, discover, split_by_queue
+from queuey_core.logs.text import escape_controls
 from queuey_core.settings import Settings, find_config, load_settings
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
@@ -44,6 +45,10 @@ class State:
     """The global options, shared by every command through the Typer context."""
 
     config: list[Path] = field(default_factory=list)
+    #: Job types of installed plugins whose queue the configuration does not declare,
+    #: with why each cannot be used (filled by :meth:`handlers`).
+    unusable: dict[str, str] = field(default_factory=dict)
+    _warned: bool = False
 
     def settings(self, **overrides: Any) -> Settings:
         """The effective configuration (files, then QUEUEY_*, then ``overrides``)."""
@@ -55,10 +60,24 @@ class State:
         return " + ".join(str(p) for p in find_config(self.config or None)) or "configuration"
 
     def handlers(self, queues: QueueSet) -> list[Discovered]:
-        """The handlers plugins register, checked against the configured queues."""
-        found = discover()
-        check_queues(found, queues)
+        """The handlers plugins register for the configured queues. The others are left
+        out, with one warning each per process: only a command that names one of them
+        fails (see :attr:`unusable`)."""
+        found, self.unusable = split_by_queue(discover(), queues)
+        if not self._warned:
+            self._warned = True
+            for why in self.unusable.values():
+                warn(f"{why}: it can be neither enqueued nor run")
         return found
+
+
+def warn(message: str) -> None:
+    """One line on stderr: ``warning: <message>``, the message literal."""
+    from rich.text import Text  # noqa: PLC0415  (as output.error: not for every command)
+
+    err.print(
+        Text.assemble(("warning:", "bold yellow"), " ", escape_controls(message)), highlight=False
+    )
 
 
 def state(ctx: typer.Context) -> State:
@@ -96,3 +115,10 @@ def usage(message: str) -> typer.Exit:
 def backend(settings: Settings) -> Any:
     """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
     return open_backend(settings.broker)
+
+
+def control_secret(settings: Settings) -> str | None:
+    """``[control] secret``: what signs (``queuey workers``) and checks (``queuey worker``)
+    control requests; None when unset."""
+    secret = settings.control.secret
+    return secret.get_secret_value() if secret is not None else None

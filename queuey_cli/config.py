@@ -21,5 +21,7 @@ def show(ctx: typer.Context, as_json: Annotated[bool, JsonOption] = False) -> No
     del as_json  # JSON either way; --json is taken so that every read command takes it
     st = state(ctx)
     settings, sources = st.settings(), find_config(st.config or None)
-    data = {"sources": [str(s) for s in sources], **settings.redacted()}
+    # Which backend the URL chooses: never guessed, never a silent fallback.
+    used = "sqlite (embedded, no server)" if settings.broker.is_embedded() else "rabbitmq"
+    data = {"sources": [str(s) for s in sources], "backend": used, **settings.redacted()}
     print_json(data)

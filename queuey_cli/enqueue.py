@@ -137,6 +137,8 @@ def enqueue(
         return
     models = {d.handler.job_type.NAME: d.handler.job_type for d in st.handlers(queue_set)}
     model = models.get(job_type)
+    if model is None and job_type in st.unusable:
+        raise usage(st.unusable[job_type])
     if model is None:
         known = ", ".join(sorted(models)) or "none: install a handlers plugin"
         raise usage(f"unknown job type {job_type!r} (known: {known})")

@@ -38,6 +38,7 @@ from queuey_core import (
     QueueSet,
     job_id_for,
 )
+from queuey_core.backends.capabilities import Republishes
 from queuey_core.settings import Settings
 
 BATCH = 2000
@@ -226,7 +227,7 @@ def publish_all(
         run.stopped = stop.requested
         run.seconds = time.monotonic() - started
         if rabbit is not None:
-            run.republished = rabbit.republished
+            run.republished = rabbit.republished if isinstance(rabbit, Republishes) else 0
             rabbit.close()
 
 

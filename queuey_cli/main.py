@@ -33,6 +33,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "config": ("queuey_cli.config", "app"),
     "schedules": ("queuey_cli.scheduler", "schedules_app"),
     "workers": ("queuey_cli.workers", "app"),
+    "migrate": ("queuey_cli.migrate", "migrate"),
 }
 
 

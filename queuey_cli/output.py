@@ -29,6 +29,7 @@ import typer
 
 from queuey_core.logs import BatchedStderrHandler, JsonFormatter, LineFormatter, escape_controls
 from queuey_core.process.exits import Exit as Exit  # noqa: PLC0414 - re-exported
+from queuey_core.tracing import TraceLogFields
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -233,6 +234,9 @@ def setup_logging(fmt: LogFormat, level: str) -> None:
     else:
         handler = BatchedStderrHandler()
         handler.setFormatter(JsonFormatter(tracebacks=tracebacks))
+    # trace_id and span_id on a record made under a span (JSON shows them; no cost
+    # until OpenTelemetry is loaded).
+    handler.addFilter(TraceLogFields())
     # Neither format shows where a call was made from, nor which thread or process made
     # it: do not look them up for every record (the logging docs' "Optimization"; a
     # worker logs every job).

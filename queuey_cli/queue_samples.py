@@ -27,6 +27,9 @@ COLUMNS = [
     Column("dead letters", "dead_letters"),
 ]
 
+#: On the embedded backend: "running" (leased to a live worker) instead of "unacked".
+EMBEDDED_COLUMNS = [Column("running", "unacked") if c.name == "unacked" else c for c in COLUMNS]
+
 
 #: When a sample is taken; tests replace it to get exact rates.
 monotonic: Callable[[], float] = time.monotonic
@@ -39,11 +42,19 @@ class Sample:
     at: float
     inspection: Inspection
     unacked: Unacked
+    embedded: bool = False
 
 
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
     inspection = broker.inspect(names)
+    if settings.broker.is_embedded():
+        from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+        from queuey_core.management_api import Unacked  # noqa: PLC0415
+
+        assert isinstance(broker, SqliteBackend)
+        running = {name: c[0].leased for name, c in broker.counts(names).items()}
+        return Sample(monotonic(), inspection, Unacked(running), embedded=True)
     # Imported here: the management-API client is for this command alone, not the worker.
     from queuey_core.management_api import unacked  # noqa: PLC0415
 
@@ -87,6 +98,8 @@ def cells(record: dict[str, Any], *, unacked_known: bool) -> list[object]:
 def held_note(sample: Sample) -> str:
     """What the delay ladder holds, for every queue together."""
     held = sample.inspection.held
+    if sample.embedded:
+        return f"held (waiting for their delay, all queues): {held}"
     return f"held in the delay ladder (all queues): {NOT_DECLARED if held is None else held}"
 
 

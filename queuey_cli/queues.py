@@ -2,7 +2,9 @@
 
 A configured queue that does not exist on the broker yet (nothing declared it: no
 worker or enqueue has run) is shown as "not declared yet", never a NOT_FOUND failure.
-Unacked counts come from the management API only (:mod:`queuey_core.management_api`).
+Unacked counts come from the management API only (:mod:`queuey_core.management_api`); on
+the embedded backend (``sqlite://``) they are the jobs running (leased to a live
+worker), and the delay ladder's count is what waits for its delay.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import listing, print_json
 from queuey_cli.queue_samples import (
     COLUMNS,
+    EMBEDDED_COLUMNS,
     cells,
     held_note,
     records,
@@ -79,8 +82,11 @@ def queues(
             }
         )
         return
-    notes = [held_note(sample), unroutable_note(sample)]
+    notes = [held_note(sample)]
+    if not sample.embedded:  # a file has no unroutable messages: a publish is refused
+        notes.append(unroutable_note(sample))
     if sample.unacked.counts is None:
         notes.append(f"unacked: n/a ({sample.unacked.why_not})")
     known = sample.unacked.counts is not None
-    listing("queues", COLUMNS, [cells(r, unacked_known=known) for r in found], notes=notes)
+    columns = EMBEDDED_COLUMNS if sample.embedded else COLUMNS
+    listing("queues", columns, [cells(r, unacked_known=known) for r in found], notes=notes)

@@ -34,7 +34,14 @@ from queuey_cli.output import (
     say,
     write_lines,
 )
-from queuey_cli.queue_samples import COLUMNS, Sample, cells, held_note, records
+from queuey_cli.queue_samples import (
+    COLUMNS,
+    EMBEDDED_COLUMNS,
+    Sample,
+    cells,
+    held_note,
+    records,
+)
 from queuey_core import QueueyError
 from queuey_core.logs import escape_controls
 
@@ -93,7 +100,10 @@ class _View:
 
     def table(self) -> Table:
         shown = rows(self.last, self.previous) if self.last else []
-        t = rows_table("queues", WATCH_COLUMNS, shown)
+        columns = WATCH_COLUMNS
+        if self.last is not None and self.last.embedded:  # a file: running, not unacked
+            columns = [*EMBEDDED_COLUMNS, *WATCH_COLUMNS[len(COLUMNS) :]]
+        t = rows_table("queues", columns, shown)
         lines = [f"every {self.interval:g}s, sample {self.samples} at {_clock()} UTC; Ctrl-C ends"]
         if self.last is not None:
             lines.append(held_note(self.last))

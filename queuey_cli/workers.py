@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from queuey_cli import output
-from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.common import backend, cli_errors, control_secret, state, usage
 from queuey_cli.output import Exit, add_row, err, error, out, print_json, say, table
 from queuey_core.control import (
     DEFAULT_TIMEOUT,
@@ -93,9 +93,10 @@ def workers(
         return
     window = _window(timeout)
     select = Selection(ids=tuple(worker_id or ()), hosts=tuple(host or ()), pids=tuple(pid or ()))
-    broker = backend(state(ctx).settings())
+    settings = state(ctx).settings()
+    broker = backend(settings)
     try:
-        found = worker_statuses(broker, select, timeout=window)
+        found = worker_statuses(broker, select, timeout=window, secret=control_secret(settings))
     finally:
         broker.close()
     if as_json:
@@ -130,9 +131,10 @@ def shutdown(
     if everyone and not select.is_everyone:
         raise usage("--all stops every worker: leave out --host, --pid and --id, or --all")
     select = select.model_copy(update={"all": everyone})
-    broker = backend(state(ctx).settings())
+    settings = state(ctx).settings()
+    broker = backend(settings)
     try:
-        accepted = shutdown_workers(broker, select, timeout=window)
+        accepted = shutdown_workers(broker, select, timeout=window, secret=control_secret(settings))
     finally:
         broker.close()
     if as_json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from queuey_core._lazy import lazy_exports
+from queuey_core._version import __version__
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
 from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
 from queuey_core.clock import Clock, ManualClock, SystemClock
@@ -38,17 +39,19 @@ from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 if TYPE_CHECKING:
     from queuey_core.backends.memory import MemoryBackend
+    from queuey_core.backends.rabbitmq import RabbitMQBackend
     from queuey_core.producer import Producer, job_id_for
     from queuey_core.schedules import CatchUp, Cron, Every, Schedule, Scheduler
 
-__version__ = "0.1.0"
 
 #: Imported on first use: a worker without schedules never loads them (nor croniter),
-#: and `queuey worker` neither the in-memory backend nor the producer.
+#: `queuey worker` neither the in-memory backend nor the producer, and `import queuey_core`
+#: never pika (it comes with the first use of `RabbitMQBackend`).
 _LAZY = {
     **dict.fromkeys(("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"),
     "MemoryBackend": "queuey_core.backends.memory",
     "Producer": "queuey_core.producer",
+    "RabbitMQBackend": "queuey_core.backends.rabbitmq",
     "job_id_for": "queuey_core.producer",
 }
 
@@ -95,6 +98,7 @@ __all__ = [
     "QueueKind",
     "QueueSet",
     "QueueyError",
+    "RabbitMQBackend",
     "Retry",
     "RetryDecision",
     "RetryPolicy",

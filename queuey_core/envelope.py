@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 
 from queuey_core.errors import DecodeError
 from queuey_core.jobs import Job, job_identity
+from queuey_core.limits import MAX_QUEUE_NAME_BYTES, MAX_SHORT_STRING_BYTES
+from queuey_core.trace_context import TracedModel
 
 J = TypeVar("J", bound=Job)
 
@@ -28,47 +31,89 @@ VERSION = 1
 MAX_COUNT = 2**31 - 1
 #: The latest ``enqueued_at`` (ms): past it, the AMQP timestamp would not be exact.
 MAX_ENQUEUED_AT = 2**53
-_SHORT_STRING_BYTES = 255
+
+
+#: The end of the text in a schema's ``pattern``: ``$`` alone also matches before a final
+#: newline in Python's ``re`` (which Python's validators use), not in ECMA-262.
+_END = "$(?!\\n)"
+_HEX_UUID = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+#: Every spelling of a UUID a worker takes as a ``job_id`` (what pydantic parses; a test
+#: holds it to that): 8-4-4-4-12 hex digits in either case, bare, after ``urn:uuid:`` or
+#: between braces, or 32 hex digits. The worker carries on the canonical form (lower
+#: case, hyphenated). A regular expression that JSON Schema (ECMA-262) and Python share.
+UUID_PATTERN = f"^(?:{_HEX_UUID}|urn:uuid:{_HEX_UUID}|\\{{{_HEX_UUID}\\}}|[0-9A-Fa-f]{{32}}){_END}"
+_UUID_SPELLING = re.compile(UUID_PATTERN)
+
+
+def spells_uuid(text: str) -> bool:
+    """Whether ``text`` is a UUID in one of the spellings of :data:`UUID_PATTERN`."""
+    return _UUID_SPELLING.fullmatch(text) is not None
+
+
+def _uuid_schema(schema: dict[str, Any]) -> None:
+    # JSON Schema's "uuid" format is the hyphenated form only, and some validators
+    # assert it: the worker takes more, and the schema says what the worker takes.
+    schema.pop("format", None)
+    schema["pattern"] = UUID_PATTERN
 
 
 #: C0 and C1 controls, DEL and lone surrogates: what a short string must not hold.
 _NOT_IN_SHORT_STRING = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def _short_string(value: str) -> str:
-    """An AMQP short string (``type`` property, routing key): 255 UTF-8 bytes, no controls.
+def _short_string(limit: int) -> Callable[[str], str]:
+    """The check of an AMQP short string (``type`` property, routing key) of at most
+    ``limit`` UTF-8 bytes, without controls."""
 
-    Checked on every delivery, so the common case is cheap: printable ASCII of at most
-    255 characters (a job type, a queue name) is one byte a character and holds no
-    control; otherwise a string of at most 63 characters cannot exceed 255 bytes, and
-    one regular expression finds a control.
-    """
-    if value.isascii() and value.isprintable() and len(value) <= _SHORT_STRING_BYTES:
+    def check(value: str) -> str:
+        # Checked on every delivery, so the common case is cheap: printable ASCII of at
+        # most `limit` characters (a job type, a queue name) is one byte a character and
+        # holds no control; otherwise a string of at most limit/4 characters cannot
+        # exceed `limit` bytes, and one regular expression finds a control.
+        if value.isascii() and value.isprintable() and len(value) <= limit:
+            return value
+        if len(value) * 4 > limit and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise ValueError(f"longer than {limit} UTF-8 bytes")
+        if _NOT_IN_SHORT_STRING.search(value):
+            raise ValueError("contains a control character or a lone surrogate")
         return value
-    if len(value) * 4 > _SHORT_STRING_BYTES and (
-        len(value.encode("utf-8", "surrogatepass")) > _SHORT_STRING_BYTES
-    ):
-        raise ValueError(f"longer than {_SHORT_STRING_BYTES} UTF-8 bytes")
-    if _NOT_IN_SHORT_STRING.search(value):
-        raise ValueError("contains a control character or a lone surrogate")
-    return value
+
+    return check
 
 
-#: In the JSON Schema, ``maxLength`` counts characters: the rule is 255 UTF-8 bytes.
-ShortString = Annotated[
-    str,
-    Field(
+def _short_string_field(limit: int) -> Any:
+    """The field of a str of 1 to ``limit`` UTF-8 bytes without controls: its schema.
+
+    A schema's ``maxLength`` counts characters, not bytes: it is ``limit`` (no string
+    of more characters can fit), and ``x-queuey-max-utf8-bytes`` states the real rule
+    for validators taught it (docs/protocol.md, "Validating against the schemas").
+    """
+    return Field(
         min_length=1,
         json_schema_extra={
-            "maxLength": _SHORT_STRING_BYTES,
-            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$",
+            "maxLength": limit,
+            MAX_UTF8_BYTES_KEYWORD: limit,
+            "pattern": f"^[^\\u0000-\\u001f\\u007f-\\u009f]*{_END}",
         },
-    ),
-    AfterValidator(_short_string),
+    )
+
+
+#: The schema keyword of a string's limit in UTF-8 bytes (``maxLength`` counts characters).
+MAX_UTF8_BYTES_KEYWORD = "x-queuey-max-utf8-bytes"
+JobTypeName = Annotated[
+    str,
+    _short_string_field(MAX_SHORT_STRING_BYTES),
+    AfterValidator(_short_string(MAX_SHORT_STRING_BYTES)),
+]
+#: A queue's name rides in a delayed message's routing key behind the delay bits.
+QueueName = Annotated[
+    str,
+    _short_string_field(MAX_QUEUE_NAME_BYTES),
+    AfterValidator(_short_string(MAX_QUEUE_NAME_BYTES)),
 ]
 
 
-class Envelope(BaseModel):
+class Envelope(TracedModel):
     """A job's identity, delivery history and payload.
 
     ``attempt`` counts runs that may fail (it starts at 1 and grows on a retry);
@@ -85,14 +130,18 @@ class Envelope(BaseModel):
         description="Format version. A worker dead-letters an envelope of any other version.",
     )
     job_id: uuid.UUID = Field(
-        description="The job's id, kept through retries, deferrals and dead letters."
+        description="The job's id, kept through retries, deferrals and dead letters; "
+        "carried on in the canonical form (lower case, hyphenated).",
+        json_schema_extra=_uuid_schema,
     )
-    job_type: ShortString = Field(
-        description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes."
+    job_type: JobTypeName = Field(
+        description="The job type (a handler's Job.NAME); at most 255 UTF-8 bytes "
+        "(maxLength counts characters: see x-queuey-max-utf8-bytes)."
     )
-    queue: ShortString = Field(
-        description="The queue the job is published to; a worker dead-letters an envelope "
-        "that names another queue than the one it came from."
+    queue: QueueName = Field(
+        description="The queue the job is published to, at most 183 UTF-8 bytes (maxLength "
+        "counts characters: see x-queuey-max-utf8-bytes); a worker dead-letters an "
+        "envelope that names another queue than the one it came from."
     )
     attempt: int = Field(
         default=1, ge=1, le=MAX_COUNT, description="Runs so far that may fail, this one included."
@@ -101,7 +150,11 @@ class Envelope(BaseModel):
         default=0, ge=0, le=MAX_COUNT, description="Deferrals so far (they spend no attempt)."
     )
     priority: int = Field(
-        default=0, ge=0, le=255, description="Also sent as the AMQP priority property."
+        default=0,
+        ge=0,
+        le=255,
+        description="At most the queue's max_priority (0 on a queue without priorities): a "
+        "worker dead-letters a higher one. Also sent as the AMQP priority property.",
     )
     enqueued_at: int = Field(
         ge=0, le=MAX_ENQUEUED_AT, description="When it was first enqueued: ms since the Unix epoch."
@@ -266,8 +319,7 @@ class EncodedEnvelope:
     def body(self) -> bytes:
         body = self._body
         if body is None:
-            # __init__ made sure of both
-            assert self._names is not None
+            assert self._names is not None  # (__init__ made sure of both)
             assert self._payload is not None
             job_type, queue = self._names
             body = self._body = encode_first_attempt(

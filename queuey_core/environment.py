@@ -35,6 +35,7 @@ OTHER_VARIABLES = frozenset(
         "QUEUEY_LOG_LEVEL",  # the CLI's --log-level
         "QUEUEY_SUPERVISOR_PID",  # set by `queuey worker --processes` in its children
         "QUEUEY_CHILD_INDEX",
+        "QUEUEY_MIGRATE_TO",  # `queuey migrate --to` (a broker URL, password and all)
     }
 )
 #: Prefixes of other variables queuey reads: the test suite's and the benchmark's own.

@@ -153,11 +153,30 @@ def _handlers_in(target: object) -> list[JobHandler]:
 
 def check_queues(handlers: list[Discovered], queues: QueueSet) -> None:
     """Every handler's job must be bound to a declared queue; ConfigError naming it if not."""
+    _, unusable = split_by_queue(handlers, queues)
+    if unusable:
+        raise ConfigError(next(iter(unusable.values())))
+
+
+def split_by_queue(
+    handlers: list[Discovered], queues: QueueSet
+) -> tuple[list[Discovered], dict[str, str]]:
+    """The handlers whose job is bound to a queue of ``queues``, and for each other job
+    type, one line saying why it can be neither enqueued nor run.
+
+    A plugin may bring job types for queues this deployment does not use: they stop only
+    what needs them (enqueueing one, or a worker consuming its queue), not every command.
+    """
+    usable: list[Discovered] = []
+    unusable: dict[str, str] = {}
     for item in handlers:
         queue = item.handler.job_type.QUEUE
-        if queue not in queues:
-            raise ConfigError(
-                f"job type {item.handler.job_type.NAME!r} ({item.origin}) is bound to queue "
-                f"{queue!r}, which the configuration does not declare "
-                f"(declared: {', '.join(queues)})"
-            )
+        if queue in queues:
+            usable.append(item)
+            continue
+        unusable[item.handler.job_type.NAME] = (
+            f"job type {item.handler.job_type.NAME!r} ({item.origin}) is bound to queue "
+            f"{queue!r}, which the configuration does not declare "
+            f"(declared: {', '.join(queues)})"
+        )
+    return usable, unusable

@@ -21,11 +21,12 @@ broker, so a handler can recognise the duplicate.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -37,11 +38,17 @@ from queuey_core.envelope import (
     Envelope,
     _first_error,
     json_string,
+    spells_uuid,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueSet
+from queuey_core.trace_context import TraceContext
+from queuey_core.tracing import producer_tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 #: The namespace of job ids made from caller-chosen keys (``uuid.uuid5``); fixed forever,
 #: so a key maps to the same id in every process and every release.
@@ -55,9 +62,11 @@ JobId = uuid.UUID | str
 def job_id_for(key: JobId) -> uuid.UUID:
     """The job id of a caller-chosen key: the same key always gives the same id.
 
-    A ``uuid.UUID``, or a string that spells one (``"0b5c...-..."``, as ``enqueue``
-    prints them), is the id itself; any other non-empty string ``s`` gives
-    ``uuid.uuid5(JOB_ID_NAMESPACE, s)``.
+    A ``uuid.UUID``, or a string that spells one as a worker reads it
+    (:data:`~queuey_core.envelope.UUID_PATTERN`: ``"0b5c...-..."`` as ``enqueue`` prints
+    them, upper case, ``urn:uuid:``, braces, 32 hex digits), is the id itself; any other
+    non-empty string ``s`` gives ``uuid.uuid5(JOB_ID_NAMESPACE, s)`` (docs/protocol.md
+    spells it out for other languages, with an example a test checks).
 
     Raises:
         ValueError: an empty key, or one that is neither a UUID nor a string.
@@ -66,19 +75,34 @@ def job_id_for(key: JobId) -> uuid.UUID:
         return key
     if not isinstance(key, str) or not key.strip():
         raise ValueError(f"a job id is a UUID or a non-empty string, not {key!r}")
-    try:
+    # The worker's spellings, not uuid.UUID()'s (which also takes "uuid:", stray hyphens):
+    # another language can then tell a key from an id by the documented rule alone.
+    if spells_uuid(key):
         return uuid.UUID(key)
-    except ValueError:
-        return uuid.uuid5(JOB_ID_NAMESPACE, key)
+    return uuid.uuid5(JOB_ID_NAMESPACE, key)
 
 
 class Producer:
-    """Enqueues jobs. Every check happens before anything is published."""
+    """Enqueues jobs. Every check happens before anything is published.
 
-    def __init__(self, backend: Backend, queues: QueueSet, *, clock: Clock | None = None) -> None:
+    With a tracer provider (``tracer_provider``, else OpenTelemetry's global one, when
+    the ``otel`` extra is installed), each enqueue call is a PRODUCER span and its jobs
+    carry its W3C trace context (``docs/tracing.md``); without one, nothing is traced.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        queues: QueueSet,
+        *,
+        clock: Clock | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self._backend = backend
         self._queues = queues
         self._clock: Clock = clock or SystemClock()
+        # Looked for once: no provider, no per-job cost.
+        self._tracing = producer_tracing(tracer_provider)
         backend.declare(list(queues.values()))
 
     def envelope(
@@ -109,11 +133,7 @@ class Producer:
         """
         _check_delay(delay)
         env = self.envelope(job, priority=priority, job_id=job_id)
-        try:
-            self._backend.publish(env, delay=delay)
-        except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            _attribute(exc, [env.job_id])
-            raise
+        self._publish(env, delay)
         return env.job_id
 
     def enqueue_raw(
@@ -150,12 +170,21 @@ class Producer:
             enqueued_at=self._clock.wall_ms(),
             job_id=job_id,
         )
+        self._publish(env, delay)
+        return env.job_id
+
+    def _publish(self, env: Envelope, delay: float | None) -> None:
+        """Publish one envelope, in its PRODUCER span when tracing."""
+        tracing = self._tracing
         try:
-            self._backend.publish(env, delay=delay)
+            if tracing is None:
+                self._backend.publish(env, delay=delay)
+            else:
+                with tracing.publishing([env]) as trace:
+                    self._backend.publish(env.with_trace(trace), delay=delay)
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
             _attribute(exc, [env.job_id])
             raise
-        return env.job_id
 
     def enqueue_many(
         self,
@@ -182,7 +211,8 @@ class Producer:
             raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
         ids = job_ids if job_ids is not None else [None] * len(jobs)
         backend = self._backend
-        if isinstance(backend, PublishesEncoded):
+        # Traced, each message carries headers: the models' path, which writes them.
+        if isinstance(backend, PublishesEncoded) and self._tracing is None:
             encoded = self._encode_many(jobs, ids, priority)
             try:
                 backend.publish_encoded([(env, delay) for env in encoded])
@@ -195,11 +225,25 @@ class Producer:
             for job, job_id in zip(jobs, ids, strict=True)
         ]
         try:
-            backend.publish_many([(env, delay) for env in envelopes])
+            with self._span(envelopes) as trace:
+                if trace is not None:
+                    envelopes = [env.with_trace(trace) for env in envelopes]
+                backend.publish_many([(env, delay) for env in envelopes])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
             _attribute(exc, [env.job_id for env in envelopes])
             raise
         return [env.job_id for env in envelopes]
+
+    @contextlib.contextmanager
+    def _span(
+        self, envelopes: Sequence[Envelope | EncodedEnvelope]
+    ) -> Iterator[TraceContext | None]:
+        """A batch's PRODUCER span when tracing (the context its jobs carry), else None."""
+        if self._tracing is None:
+            yield None
+            return
+        with self._tracing.publishing(envelopes) as trace:
+            yield trace
 
     def _encode_many(
         self, jobs: list[Job], ids: Sequence[JobId | None], priority: int | None

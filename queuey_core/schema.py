@@ -5,8 +5,12 @@ and of a job type's payload (its :class:`~queuey_core.jobs.Job` model), and thei
 text form, so that ``queuey schema`` and the files checked into ``docs/schema/`` are the
 same bytes. Producers in other languages validate against these; the worker itself
 validates with the models, which the schemas are generated from (the envelope's short
-strings are limited to 255 UTF-8 *bytes*, which a schema's ``maxLength`` in characters
-can only approximate).
+strings are limited in UTF-8 *bytes*, which a schema's ``maxLength`` in characters can
+only bound: ``x-queuey-max-utf8-bytes`` says the real limit).
+
+Also owns the keywords queuey adds to JSON Schema (``x-queuey-*``, :data:`KEYWORDS`),
+declared in one schema of their own (:func:`keywords_schema`, ``docs/schema/keywords.json``)
+that a strict validator is given first (Ajv's ``addVocabulary``; docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -14,11 +18,49 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from queuey_core.envelope import Envelope
+from queuey_core.envelope import MAX_UTF8_BYTES_KEYWORD, Envelope
 from queuey_core.jobs import Job, job_identity
 
 #: The JSON Schema dialect pydantic generates.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+#: Every keyword queuey adds to its schemas, with the schema of its value. All are
+#: annotations to a validator that does not know them; the byte limit is the one rule a
+#: producer should teach its validator (docs/protocol.md shows how).
+KEYWORDS: dict[str, dict[str, Any]] = {
+    "x-queuey-job-type": {
+        "description": "In a payload schema: the job type (Job.NAME) whose payload it is.",
+        "type": "string",
+    },
+    "x-queuey-queue": {
+        "description": "In a payload schema: the queue the job type is bound to (Job.QUEUE).",
+        "type": "string",
+    },
+    MAX_UTF8_BYTES_KEYWORD: {
+        "description": "On a string: at most this many bytes once encoded in UTF-8 (the "
+        "worker's rule; maxLength, beside it, counts characters).",
+        "type": "integer",
+        "minimum": 0,
+    },
+}
+
+
+def keywords_schema() -> dict[str, Any]:
+    """The schema of queuey's keywords: their names (its ``properties``) and values.
+
+    Declares them for a strict validator (Ajv: ``addVocabulary`` of its property names),
+    and validates the values of those keywords in any of queuey's schemas.
+    """
+    return {
+        "$schema": DIALECT,
+        "title": "queuey's JSON Schema keywords",
+        "description": "The keywords queuey adds to its schemas (docs/protocol.md, "
+        "'Validating against the schemas'). A validator that does not know a keyword "
+        "ignores it (an annotation); a strict one (Ajv) must be told their names first.",
+        "type": "object",
+        "properties": KEYWORDS,
+    }
 
 
 def envelope_schema() -> dict[str, Any]:

@@ -125,9 +125,13 @@ class _Resolver:
                 base = obj.resolve(head)
             except griffe.NameResolutionError:
                 # Not defined nor imported where the docstring stands: as Sphinx does,
-                # look for the one object of that name in our packages.
+                # look for the one object of that name in this module (a method its
+                # docstring names), else in our packages.
                 candidates = self.by_name.get(head, [])
-                if len(candidates) == 1:
+                here = [c for c in candidates if c.startswith(f"{obj.module.path}.")]
+                if len(here) == 1:
+                    base = here[0]
+                elif len(candidates) == 1:
                     base = candidates[0]
                 elif head in dir(builtins) or "." in name:
                     return "external"  # a builtin, or another library's dotted name

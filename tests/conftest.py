@@ -12,11 +12,11 @@ from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import Producer
 from queuey_core import QueueSet
+from tests.backend_kinds import BackendKind
+from tests.backend_kinds import backend_params
 from tests.harness import BROKER_HOST
 from tests.harness import BROKER_PORT
 from tests.harness import Memory
-from tests.harness import MemoryEnv
-from tests.harness import RabbitEnv
 from tests.harness import WorkerEnv
 from tests.harness import broker_reachable
 from tests.support import Recorder
@@ -93,15 +93,14 @@ def require_broker() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
+@pytest.fixture(params=backend_params())
 def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
-    """The environment a worker test runs in: memory + manual clock, or real RabbitMQ."""
-    env: WorkerEnv
-    if request.param == "memory":
-        env = MemoryEnv()
-    else:
+    """The environment a worker test runs in: each backend of tests/backend_kinds.py
+    (memory + manual clock, real RabbitMQ, ...)."""
+    kind: BackendKind = request.param
+    if kind.needs_broker:
         require_broker()
-        env = RabbitEnv()
+    env = kind.worker_env()
     try:
         yield env
     finally:
@@ -110,8 +109,9 @@ def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` (minutes of real processes: tests/process/test_signal_bursts.py,
-    tests/integration/test_stopping.py) run only with ``QUEUEY_TEST_SLOW=1``, so that
-    the suite's time does not grow for everyone; CI sets it."""
+    tests/integration/test_stopping.py) run only with ``QUEUEY_TEST_SLOW=1``, which
+    ``scripts/test`` (the whole suite, as CI runs it) sets; a bare ``pytest`` of one area
+    skips them, and ``-m "not slow"`` leaves them out of any run."""
     if os.environ.get("QUEUEY_TEST_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set QUEUEY_TEST_SLOW=1 to run it")

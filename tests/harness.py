@@ -1,4 +1,5 @@
-"""Where the seed's worker tests run: in memory on a manual clock, or on a real RabbitMQ.
+"""Where the seed's worker tests run: in memory or on a SQLite file on a manual clock,
+or on a real RabbitMQ.
 
 Both environments offer the same handful of things the tests use: a backend that can
 be inspected (acked, dead letters, pending, held), the clock to give the worker, and
@@ -10,7 +11,9 @@ polls; on RabbitMQ time is real, so a duration ``x`` from the seed becomes ``d(x
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +41,7 @@ from queuey_core.backends.capabilities import AnyDeadLetter
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from tests.support import seed_queues
 
 AMQP_URL = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -126,16 +130,15 @@ class Wrapping:
         return require(self.inner, DeadLetterTools, "a wrapped backend's dead-letter tools")
 
 
-class RecordingRabbit(Wrapping):
-    """A RabbitMQBackend that records what was acked, as MemoryBackend does.
+class Recording(Wrapping):
+    """A backend that records what was acked, as MemoryBackend does.
 
     Every delivery it hands out records its envelope when an ack, retry or defer went
     through (a retried or deferred original counts as acked, as in memory).
     """
 
-    def __init__(self, inner: RabbitMQBackend) -> None:
+    def __init__(self, inner: Backend) -> None:
         super().__init__(inner)
-        self.rabbit = inner
         self._lock = threading.Lock()
         self._acked: dict[str, list[Envelope]] = {}
 
@@ -151,7 +154,16 @@ class RecordingRabbit(Wrapping):
             return list(self._acked.get(queue, []))
 
     def dead_letters(self, queue: str) -> list[DeadLetter]:
-        return [d for d in self.rabbit.list_dead_letters(queue) if isinstance(d, DeadLetter)]
+        """The queue's dead letters that hold an envelope (as MemoryBackend lists them)."""
+        return [d for d in self.list_dead_letters(queue) if isinstance(d, DeadLetter)]
+
+
+class RecordingRabbit(Recording):
+    """A RabbitMQBackend that records what was acked (see :class:`Recording`)."""
+
+    def __init__(self, inner: RabbitMQBackend) -> None:
+        super().__init__(inner)
+        self.rabbit = inner
 
     def pending(self, queue: str) -> int:
         return self.rabbit.queue_counts(queue)[0]
@@ -173,6 +185,26 @@ class RecordingRabbit(Wrapping):
 
     def is_closed(self) -> bool:
         return self.rabbit.is_closed()
+
+
+class RecordingSqlite(Recording):
+    """A SqliteBackend that records what was acked (see :class:`Recording`)."""
+
+    def __init__(self, inner: SqliteBackend) -> None:
+        super().__init__(inner)
+        self.sqlite = inner
+
+    def pending(self, queue: str) -> int:
+        return self.sqlite.counts([queue])[queue][0].ready
+
+    def deferred(self, queue: str) -> int:
+        return self.sqlite.counts([queue])[queue][0].held_deferrals
+
+    def consumer_count(self, queue: str) -> int:
+        return self.sqlite.counts([queue])[queue][1]
+
+    def is_closed(self) -> bool:
+        return self.sqlite.closed
 
 
 class PassingDelivery:
@@ -210,7 +242,7 @@ class PassingDelivery:
 
 
 class _Recorded(PassingDelivery):
-    def __init__(self, owner: RecordingRabbit, inner: Delivery) -> None:
+    def __init__(self, owner: Recording, inner: Delivery) -> None:
         super().__init__(inner)
         self._owner = owner
 
@@ -282,6 +314,26 @@ class MemoryEnv(WorkerEnv):
                 raise AssertionError("condition was never met")
             self.manual.advance(0.1)
             time.sleep(0.001)
+
+
+class SqliteEnv(MemoryEnv):
+    """SqliteBackend on a file of its own, on a ManualClock: the seed's paused time."""
+
+    name = "sqlite"
+
+    def __init__(self) -> None:
+        self.manual = ManualClock()
+        self.clock = self.manual
+        self._dir = tempfile.mkdtemp(prefix="queuey-sqlite-")
+        self.inner = SqliteBackend(f"sqlite:///{self._dir}/queuey.db", clock=self.manual)
+        self.backend = RecordingSqlite(self.inner)
+        self.queues = seed_queues()
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class RabbitEnv(WorkerEnv):

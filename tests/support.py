@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from collections.abc import Iterable
 from typing import ClassVar
 from typing import Protocol
 from typing import TypeVar
 
+from queuey_core import Backend
 from queuey_core import Backoff
 from queuey_core import Deferred
+from queuey_core import Envelope
 from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import Job
@@ -23,6 +28,7 @@ from queuey_core import Retryable
 from queuey_core import RetryPolicy
 from queuey_core import Worker
 from queuey_core import WorkerHandle
+from queuey_core import WorkerHooks
 
 ALPHA = "test.alpha"
 BETA = "test.beta"
@@ -137,6 +143,45 @@ def act_out(name: str, ctx: JobContext, *, defer: float = 30) -> None:
         raise Deferred(defer, "rate limited")
 
 
+def two_slot_worker(
+    backend: Backend,
+    queues: QueueSet,
+    clock: ManualClock,
+    greet: Callable[[Greet, JobContext], None],
+    *,
+    timeout_grace: float,
+    hooks: Iterable[WorkerHooks],
+) -> Worker:
+    """A worker of ``greet`` on alpha with two job slots and a 5 s job timeout: a job stuck
+    past its timeout keeps one slot while the other runs the next job."""
+    return Worker(
+        backend,
+        queues,
+        [Handler(Greet, greet)],
+        consume=[ALPHA],
+        concurrency=2,
+        job_timeout=5,
+        timeout_grace=timeout_grace,
+        clock=clock,
+        hooks=hooks,
+    )
+
+
+def named_envelope(
+    queue: str, name: str, *, job_type: str = "t.job", attempt: int = 1, priority: int = 0
+) -> Envelope:
+    """A fresh envelope, enqueued now, of a job whose payload is ``{"name": name}``."""
+    return Envelope(
+        job_id=uuid.uuid4(),
+        job_type=job_type,
+        queue=queue,
+        attempt=attempt,
+        priority=priority,
+        enqueued_at=int(time.time() * 1000),
+        payload={"name": name},
+    )
+
+
 def noop(job_type: type[J]) -> Handler[J]:
     return Handler(job_type, lambda _job, _ctx: None)
 
@@ -222,3 +267,17 @@ def counts_line(stderr: str) -> dict[str, int]:
     assert match, f"no counts in: {stderr}"
     values = [int(g.replace(",", "")) for g in match.groups()]
     return dict(zip(["confirmed", "unknown", "refused", "not sent", "total"], values, strict=True))
+
+
+def bash(script: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``script`` run by bash with no stdin, its output captured as text; it must exit 0."""
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done

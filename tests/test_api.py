@@ -33,3 +33,17 @@ def test_every_error_derives_from_one_of_the_two_roots() -> None:
 def test_importing_the_library_does_not_import_pika() -> None:
     code = "import sys, queuey_core; sys.exit('pika' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_rabbitmq_backend_is_exported_but_pika_comes_only_with_its_first_use() -> None:
+    code = (
+        "import sys, queuey_core\n"
+        "assert 'pika' not in sys.modules, 'import queuey_core imported pika'\n"
+        "assert 'RabbitMQBackend' in queuey_core.__all__\n"
+        "from queuey_core import RabbitMQBackend\n"
+        "from queuey_core.backends.rabbitmq import RabbitMQBackend as real\n"
+        "assert RabbitMQBackend is real, RabbitMQBackend\n"
+        "assert 'pika' in sys.modules, 'the backend runs on pika'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()

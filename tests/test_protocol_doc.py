@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 from queuey_core import Envelope
 from queuey_core import QueueConfig
+from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
+from queuey_core.producer import JOB_ID_NAMESPACE
 from queuey_core.queues import QueueKind
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+DOC_DIR = Path(__file__).resolve().parent.parent / "docs"
+DOC = (DOC_DIR / "protocol.md").read_text()
 
 
 def test_the_delay_routing_key_example_is_the_ladders() -> None:
@@ -43,9 +47,19 @@ def test_the_queue_arguments_are_queueys() -> None:
     assert topology.deliver_binding("Q") == "*." * 36 + "Q"
 
 
+def test_a_dead_letter_queue_is_of_its_queues_kind_as_the_pages_say() -> None:
+    assert topology.dead_letter_queue_arguments(QueueKind.QUORUM) == {"x-queue-type": "quorum"}
+    assert topology.dead_letter_queue_arguments(QueueKind.CLASSIC) == {"x-queue-type": "classic"}
+    assert "the same as `Q`'s" in DOC
+    for page in [DOC_DIR.parent / "README.md", *sorted(DOC_DIR.glob("**/*.md"))]:
+        text = " ".join(page.read_text().split())
+        assert "dead-letter queue is always classic" not in text, f"{page}: beta.dlq is quorum"
+
+
 def test_the_dead_letter_headers_are_the_documented_ones() -> None:
     headers = topology.dead_letter_headers("why", queue="Q", dead_at=1, attempt=2)
-    documented = set(re.findall(r"^\| `(x-queuey-[a-z-]+)` \|", DOC, re.MULTILINE))
+    section = DOC.split("\n## Dead letters\n", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(x-queuey-[a-z-]+)` \|", section, re.MULTILINE))
     assert documented == set(headers)
 
 
@@ -61,3 +75,35 @@ def test_the_cli_names_the_unroutable_queue_the_backend_declares() -> None:
 
     assert dlq.UNROUTABLE == topology.UNROUTABLE
     assert f"`{topology.UNROUTABLE}`" in DOC
+
+
+def test_the_job_id_namespace_and_its_worked_example_are_the_codes() -> None:
+    namespace = re.search(r"^JOB_ID_NAMESPACE = ([0-9a-f-]{36})$", DOC, re.MULTILINE)
+    assert namespace is not None, "protocol.md publishes the namespace"
+    assert uuid.UUID(namespace.group(1)) == JOB_ID_NAMESPACE
+    example = re.search(r'^uuid5\(JOB_ID_NAMESPACE, "([^"]+)"\) = ([0-9a-f-]{36})$', DOC, re.M)
+    assert example is not None, "protocol.md works an example"
+    key, documented = example.groups()
+    assert key == "order-17"
+    assert job_id_for(key) == uuid.uuid5(JOB_ID_NAMESPACE, key) == uuid.UUID(documented)
+    assert f'v5("{key}", "{JOB_ID_NAMESPACE}")' in DOC, "the Node line names the same namespace"
+
+
+def documented_job_id_spellings() -> list[str]:
+    """The examples of the table of job id spellings in protocol.md."""
+    section = DOC.split("### Job ids", 1)[1].split("**Ids made from keys**", 1)[0]
+    return re.findall(r"^\| .+ \| `([^`]+)` \|$", section, re.MULTILINE)
+
+
+def test_every_documented_job_id_spelling_is_read_as_the_same_id() -> None:
+    spellings = documented_job_id_spellings()
+    assert len(spellings) == 4, spellings
+    canonical = uuid.UUID(spellings[0])
+    for text in spellings:
+        env = Envelope.decode(
+            b'{"job_id": "%s", "job_type": "t", "queue": "q", "enqueued_at": 0, "payload": {}}'
+            % text.encode()
+        )
+        assert env.job_id == canonical, text
+        assert f'"job_id":"{canonical}"' in env.encode().decode(), "carried on canonical"
+        assert job_id_for(text) == canonical, f"a key spelling {text} is that id"

@@ -7,6 +7,8 @@ checked-in files must be exactly what ``queuey schema`` prints today.
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -21,11 +23,19 @@ from queuey_cli.main import app
 from queuey_core import DecodeError
 from queuey_core import Envelope
 from queuey_core import Job
+from queuey_core import job_id_for
+from queuey_core.envelope import spells_uuid
+from queuey_core.limits import MAX_QUEUE_NAME_BYTES
+from queuey_core.limits import MAX_SHORT_STRING_BYTES
+from queuey_core.producer import JOB_ID_NAMESPACE
+from queuey_core.schema import KEYWORDS
 from queuey_core.schema import envelope_schema
+from queuey_core.schema import keywords_schema
 from queuey_core.schema import payload_schema
 from queuey_core.schema import schema_text
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schema"
+PROTOCOL = (SCHEMA_DIR.parent / "protocol.md").read_text()
 EXAMPLES: list[type[Job]] = [
     examples.Greet,
     examples.Flaky,
@@ -83,6 +93,8 @@ def test_what_queuey_publishes_fits_the_envelope_schema() -> None:
         ({"job_id": "not-a-uuid"}, "job_id"),
         ({"job_type": ""}, "job_type"),
         ({"job_type": "a\x1bb"}, "job_type"),
+        ({"job_type": "a\n"}, "job_type"),
+        ({"queue": "q" * (MAX_QUEUE_NAME_BYTES + 1)}, "queue"),
         ({"attempt": 0}, "attempt"),
         ({"priority": 256}, "priority"),
         ({"payload": [1]}, "payload"),
@@ -127,3 +139,125 @@ def test_queuey_schema_of_an_unknown_job_type_is_one_line_and_exit_2() -> None:
     assert result.stderr.startswith("error: unknown job type 'no.such.")
     assert result.stderr.count("\n") == 1
     assert result.stdout == ""
+
+
+# Every spelling the worker takes, and some it refuses: pydantic parses job ids, so this
+# holds the schema's pattern, job_id_for and the worker to one list across upgrades.
+_ID = "0b5c7a9e-3f0e-4b6a-9d57-2c2f4e8b7a11"
+_TAKEN = [
+    _ID,
+    _ID.upper(),
+    _ID.replace("-", ""),
+    _ID.replace("-", "").upper(),
+    f"urn:uuid:{_ID}",
+    f"urn:uuid:{_ID.upper()}",
+    f"{{{_ID}}}",
+]
+_REFUSED = [
+    f" {_ID}",
+    f"{_ID}\n",
+    f"URN:UUID:{_ID}",
+    f"uuid:{_ID}",
+    f"urn:uuid:{_ID.replace('-', '')}",
+    f"{{{_ID.replace('-', '')}}}",
+    f"{{urn:uuid:{_ID}}}",
+    _ID[:-1],
+    _ID[:-1] + "g",
+    "0b5c7a9e-3f0e4b6a-9d57-2c2f4e8b7a11",
+]
+
+
+@pytest.mark.parametrize("text", _TAKEN)
+def test_a_job_id_spelling_the_worker_takes_fits_the_schema(text: str) -> None:
+    body = {**_body(), "job_id": text}
+    assert Envelope.decode(json.dumps(body).encode()).job_id == uuid.UUID(_ID)
+    assert not list(_validator(envelope_schema()).iter_errors(body)), text
+    assert spells_uuid(text)
+    assert job_id_for(text) == uuid.UUID(_ID), "a key spelling an id is that id"
+
+
+@pytest.mark.parametrize("text", _REFUSED)
+def test_a_job_id_spelling_the_worker_refuses_breaks_the_schema(text: str) -> None:
+    body = {**_body(), "job_id": text}
+    with pytest.raises(DecodeError, match="job_id"):
+        Envelope.decode(json.dumps(body).encode())
+    assert list(_validator(envelope_schema()).iter_errors(body)), text
+    assert not spells_uuid(text)
+    assert job_id_for(text) == uuid.uuid5(JOB_ID_NAMESPACE, text), "any other key: uuid5"
+
+
+# -- queuey's own keywords, and validating by bytes ---------------------------------------
+
+
+def test_the_checked_in_keywords_schema_is_the_codes() -> None:
+    path = SCHEMA_DIR / "keywords.json"
+    assert path.read_text() == schema_text(keywords_schema()), (
+        f'{path} is out of step: regenerate it with `python -c "from queuey_core.schema '
+        f"import keywords_schema, schema_text; print(schema_text(keywords_schema()), "
+        f"end='')\" > {path}`"
+    )
+
+
+def _keywords_in(node: object) -> set[str]:
+    if isinstance(node, dict):
+        found = {k for k in node if isinstance(k, str) and k.startswith("x-")}
+        return found.union(*(_keywords_in(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_keywords_in(v) for v in node))
+    return set()
+
+
+def test_every_x_keyword_of_every_schema_is_declared_in_keywords_json() -> None:
+    declared = json.loads((SCHEMA_DIR / "keywords.json").read_text())["properties"]
+    assert set(declared) == set(KEYWORDS)
+    meta = _validator(keywords_schema())
+    files = [SCHEMA_DIR / "envelope.json", *sorted((SCHEMA_DIR / "jobs").glob("*.json"))]
+    used: set[str] = set()
+    for path in files:
+        schema = json.loads(path.read_text())
+        Draft202012Validator.check_schema(schema)
+        used |= _keywords_in(schema)
+        for node in _subschemas(schema):
+            meta.validate(node)  # each keyword's value is of its declared type
+    assert used == set(declared), f"used {sorted(used)}, declared {sorted(declared)}"
+    section = PROTOCOL.split("### Validating against the schemas", 1)[1].split("\n#", 1)[0]
+    table = set(re.findall(r"^\| `(x-queuey-[a-z0-9-]+)` \|", section, re.MULTILINE))
+    assert table == set(declared), "protocol.md's table lists every keyword"
+
+
+def _subschemas(node: object) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        return [node, *(n for v in node.values() for n in _subschemas(v))]
+    if isinstance(node, list):
+        return [n for v in node for n in _subschemas(v)]
+    return []
+
+
+def _documented_python_validator() -> Any:
+    """The jsonschema validator protocol.md tells Python readers to build."""
+    blocks = re.findall(r"```python\n(.*?)```", PROTOCOL, re.DOTALL)
+    code = next(b for b in blocks if "x-queuey-max-utf8-bytes" in b)
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(code), "protocol.md", "exec"), namespace)
+    return namespace["Validator"]
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"), [("job_type", MAX_SHORT_STRING_BYTES), ("queue", MAX_QUEUE_NAME_BYTES)]
+)
+def test_the_byte_limits_hold_in_the_model_and_in_the_documented_validator(
+    field: str, limit: int
+) -> None:
+    validator_type = _documented_python_validator()
+    validator = validator_type(envelope_schema())
+    fits = {**_body(), field: "é" * (limit // 2)}
+    too_long = {**_body(), field: "é" * (limit // 2 + 1)}  # within maxLength, over in bytes
+    assert len(too_long[field]) <= envelope_schema()["properties"][field]["maxLength"]
+    assert not list(_validator(envelope_schema()).iter_errors(too_long)), "maxLength counts chars"
+    validator.validate(fits)
+    Envelope.decode(json.dumps(fits).encode())
+    errors = [e.message for e in validator.iter_errors(too_long)]
+    assert errors == [f"longer than {limit} UTF-8 bytes"], errors
+    with pytest.raises(DecodeError, match=f"{field}: longer than {limit} UTF-8 bytes"):
+        Envelope.decode(json.dumps(too_long).encode())
+    assert f"{field}` ({limit})" in PROTOCOL, "protocol.md states the limit"

@@ -11,6 +11,8 @@ Protocol of its own:
 - :class:`SupportsSchedules`: where schedules keep their last tick, and the election
   of the scheduler that fires (``queuey scheduler``, ``queuey schedules``);
 - :class:`PublishesEncoded`: take first attempts already encoded (``enqueue_many``);
+- :class:`Republishes`: counts what it published again after a lost connection
+  (``queuey enqueue-file``);
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
   asks :func:`acks_early`, an ``isinstance`` kept per delivery class).
@@ -206,6 +208,17 @@ class PublishesEncoded(Protocol):
 
     def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
         """Like :meth:`Backend.publish_many`, for envelopes already encoded."""
+
+
+@runtime_checkable
+class Republishes(Protocol):
+    """A backend that publishes again what a lost connection left unconfirmed, and counts
+    it (each may be on the broker twice, with the same job id: ``queuey enqueue-file``
+    reports them)."""
+
+    @property
+    def republished(self) -> int:
+        """Messages published again after a lost connection, over the backend's life."""
 
 
 @runtime_checkable

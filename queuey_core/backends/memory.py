@@ -12,6 +12,7 @@ dead-lettered when its turn comes, as the RabbitMQ consumer does. Tests inspect 
 happened through :meth:`acked`, :meth:`dead_letters`, :meth:`pending`, :meth:`held` and
 friends. It has the optional control channel too (``SupportsControl``, in
 :mod:`.memory_control`), so a worker's answers to ``queuey workers`` run in unit tests.
+Its queues, subscriptions and deliveries are :mod:`.memory_queue`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import itertools
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.capabilities import (
@@ -38,6 +38,13 @@ from queuey_core.backends.capabilities import (
     UndecodableDeadLetter,
 )
 from queuey_core.backends.memory_control import MemoryControl
+from queuey_core.backends.memory_queue import (
+    MemoryDelivery,
+    MemoryQueue,
+    MemorySubscription,
+    Raw,
+    with_positions,
+)
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
@@ -54,42 +61,13 @@ from queuey_core.text import ascii_printable, body_preview, message_handle
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Raw:
-    """Bytes put straight into a queue (:meth:`MemoryBackend.publish_raw`), not decoded yet."""
-
-    body: bytes
-    message_id: str | None
-
-
-#: A message waiting in a queue: (-priority, sequence, envelope or raw body, redelivered).
-_Ready = tuple[int, int, Envelope | _Raw, bool]
-
-
-@dataclass
-class _Queue:
-    config: QueueConfig
-    ready: list[_Ready] = field(default_factory=list)
-    held: int = 0
-    held_deferrals: int = 0
-    acked: list[Envelope] = field(default_factory=list)
-    dead: list[AnyDeadLetter] = field(default_factory=list)
-    consumers: list[_MemorySubscription] = field(default_factory=list)
-    next_consumer: int = 0
-
-    def effective_priority(self, message: Envelope | _Raw) -> int:
-        if self.config.max_priority is None or not isinstance(message, Envelope):
-            return 0
-        return min(message.priority, self.config.max_priority)
-
-
 class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self._lock = threading.RLock()
-        self._queues: dict[str, _Queue] = {}
+        self._queues: dict[str, MemoryQueue] = {}
         self._seq = itertools.count()
         self._closed = False
         self._control = MemoryControl()
@@ -103,7 +81,7 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             for config in queues:
                 existing = self._queues.get(config.name)
                 if existing is None:
-                    self._queues[config.name] = _Queue(config)
+                    self._queues[config.name] = MemoryQueue(config)
                 elif (existing.config.max_priority, existing.config.kind) != (
                     config.max_priority,
                     config.kind,
@@ -140,12 +118,12 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             self._check_open()
             self._hold_or_ready(self._queue(envelope.queue), envelope, delay, deferral=True)
 
-    def consume(self, queue: QueueConfig, sink: Sink) -> _MemorySubscription:
+    def consume(self, queue: QueueConfig, sink: Sink) -> MemorySubscription:
         """See :meth:`Backend.consume`."""
         with self._lock:
             self._check_open()
             q = self._queue(queue.name)
-            sub = _MemorySubscription(self, q, sink, queue.prefetch)
+            sub = MemorySubscription(self, q, sink, queue.prefetch)
             q.consumers.append(sub)
             self._pump(q)
             return sub
@@ -160,12 +138,12 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
         with self._lock:
             self._check_open()
             q = self._queue(queue)
-            self._push(q, _Raw(bytes(body), message_id), next(self._seq))
+            self._push(q, Raw(bytes(body), message_id), next(self._seq))
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         """See :meth:`DeadLetterTools.list_dead_letters`."""
         with self._lock:
-            dead = _with_positions(self._queue(queue).dead)
+            dead = with_positions(self._queue(queue).dead)
         return dead if limit is None else dead[:limit]
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
@@ -193,7 +171,7 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
         with self._lock:
             self._check_open()
             q = self._queue(queue)
-            listed = _with_positions(q.dead)
+            listed = with_positions(q.dead)
             keep = [
                 raw for raw, shown in zip(q.dead, listed, strict=True) if shown.handle not in wanted
             ]
@@ -302,14 +280,14 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
         if self._closed:
             raise BackendError("the backend is closed")
 
-    def _queue(self, name: str) -> _Queue:
+    def _queue(self, name: str) -> MemoryQueue:
         q = self._queues.get(name)
         if q is None:
             raise UnroutableError(f"no queue named {name!r} has been declared")
         return q
 
     def _hold_or_ready(
-        self, q: _Queue, envelope: Envelope, delay: float | None, *, deferral: bool
+        self, q: MemoryQueue, envelope: Envelope, delay: float | None, *, deferral: bool
     ) -> None:
         if delay is not None:
             check_delay(delay)
@@ -329,11 +307,11 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
 
         self._clock.call_later(delay, release)
 
-    def _push(self, q: _Queue, message: Envelope | _Raw, seq: int) -> None:
+    def _push(self, q: MemoryQueue, message: Envelope | Raw, seq: int) -> None:
         heapq.heappush(q.ready, (-q.effective_priority(message), seq, message, False))
         self._pump(q)
 
-    def _pump(self, q: _Queue) -> None:
+    def _pump(self, q: MemoryQueue) -> None:
         """Hand ready messages to consumers with prefetch credit, round robin."""
         while q.ready and q.consumers:
             for offset in range(len(q.consumers)):
@@ -344,14 +322,14 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             else:
                 return
             _, seq, message, redelivered = heapq.heappop(q.ready)
-            if isinstance(message, _Raw):
+            if isinstance(message, Raw):
                 decoded = self._decode_raw(q, message)
                 if decoded is None:
                     continue
                 message = decoded
-            sub.deliver(_MemoryDelivery(self, q, sub, message, seq, redelivered))
+            sub.deliver(MemoryDelivery(self, q, sub, message, seq, redelivered))
 
-    def _decode_raw(self, q: _Queue, raw: _Raw) -> Envelope | None:
+    def _decode_raw(self, q: MemoryQueue, raw: Raw) -> Envelope | None:
         """A raw body's envelope; None if it is not one (then it is dead-lettered)."""
         message_id = raw.message_id
         try:
@@ -370,7 +348,7 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
 
     def _settle(
         self,
-        delivery: _MemoryDelivery,
+        delivery: MemoryDelivery,
         *,
         dead: str | None = None,
         replacement: tuple[Envelope, float, bool] | None = None,
@@ -408,107 +386,3 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             else:
                 q.acked.append(delivery.envelope)
             self._pump(q)
-
-
-class _MemorySubscription:
-    def __init__(self, backend: MemoryBackend, q: _Queue, sink: Sink, prefetch: int) -> None:
-        self._backend = backend
-        self._q = q
-        self._sink = sink
-        self._prefetch = prefetch
-        self.unsettled: dict[int, _MemoryDelivery] = {}
-        self.cancelled = False
-        self.closed = False
-
-    @property
-    def queue(self) -> str:
-        return self._q.config.name
-
-    def has_credit(self) -> bool:
-        return not self.cancelled and (self._prefetch == 0 or len(self.unsettled) < self._prefetch)
-
-    def deliver(self, delivery: _MemoryDelivery) -> None:
-        self.unsettled[delivery.seq] = delivery
-        self._sink(delivery)
-
-    def end(self, event: ConsumerEnded) -> None:
-        self.cancelled = True
-        self._sink(event)
-
-    def cancel(self) -> None:
-        with self._backend._lock:
-            self.cancelled = True
-            if self in self._q.consumers:
-                self._q.consumers.remove(self)
-
-    def close(self) -> None:
-        with self._backend._lock:
-            self.cancel()
-            self.closed = True
-            # Back where they were: a requeued message keeps its place in line, and is
-            # flagged redelivered, as a broker does.
-            for seq, delivery in self.unsettled.items():
-                heapq.heappush(
-                    self._q.ready,
-                    (-self._q.effective_priority(delivery.envelope), seq, delivery.envelope, True),
-                )
-            self.unsettled.clear()
-            self._backend._pump(self._q)
-
-
-class _MemoryDelivery:
-    __slots__ = ("_backend", "_envelope", "_redelivered", "q", "seq", "settled", "sub")
-
-    def __init__(
-        self,
-        backend: MemoryBackend,
-        q: _Queue,
-        sub: _MemorySubscription,
-        envelope: Envelope,
-        seq: int,
-        redelivered: bool,
-    ) -> None:
-        self._backend = backend
-        self.q = q
-        self.sub = sub
-        self._envelope = envelope
-        self.seq = seq
-        self._redelivered = redelivered
-        self.settled = False
-
-    @property
-    def envelope(self) -> Envelope:
-        return self._envelope
-
-    @property
-    def queue(self) -> str:
-        return self.q.config.name
-
-    @property
-    def redelivered(self) -> bool:
-        return self._redelivered
-
-    def is_stale(self) -> bool:
-        # Memory deliveries are handed back only when their subscription closes, after
-        # the worker has drained: a delivery it still holds is never taken back.
-        return False
-
-    def ack(self) -> None:
-        self._backend._settle(self)
-
-    def dead_letter(self, reason: str) -> None:
-        self._backend._settle(self, dead=reason)
-
-    def retry(self, next_envelope: Envelope, delay: float) -> None:
-        self._backend._settle(self, replacement=(next_envelope, delay, False))
-
-    def defer(self, next_envelope: Envelope, delay: float) -> None:
-        self._backend._settle(self, replacement=(next_envelope, delay, True))
-
-
-def _with_positions(dead: list[AnyDeadLetter]) -> list[AnyDeadLetter]:
-    """Dead letters as listed: an undecodable one without a message id is ``#N``."""
-    return [
-        d._replace(handle=f"#{n}") if isinstance(d, UndecodableDeadLetter) and not d.handle else d
-        for n, d in enumerate(dead, 1)
-    ]

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 OPENERS: dict[str, str] = {
     "amqp": "queuey_core.backends.rabbitmq.opening",
     "amqps": "queuey_core.backends.rabbitmq.opening",
+    "sqlite": "queuey_core.backends.sqlite.opening",
 }
 
 

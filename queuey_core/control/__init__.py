@@ -7,7 +7,9 @@ SIGTERM. The backend moves the bytes (see ``SupportsControl`` in
 
 * :mod:`.documents`: the requests, replies and status, as versioned JSON;
 * :mod:`.responder`: the worker's side (outcome counts through its hooks, the answers);
-* :mod:`.client`: the asking side (:func:`worker_statuses`, :func:`shutdown_workers`).
+* :mod:`.client`: the asking side (:func:`worker_statuses`, :func:`shutdown_workers`);
+* :mod:`.signing`: requests signed with ``[control] secret`` (HMAC-SHA256, a minute's
+  window, replays refused), so that publishing rights alone cannot drain the fleet.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ shutdown that chooses no worker without saying so (``Selection(all=True)``).
 from __future__ import annotations
 
 import logging
+import time
 
 from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.control.documents import (
@@ -22,6 +23,7 @@ from queuey_core.control.documents import (
     Selection,
     WorkerStatus,
 )
+from queuey_core.control.signing import sign
 from queuey_core.errors import BackendError, DecodeError
 
 logger = logging.getLogger(__name__)
@@ -31,10 +33,18 @@ DEFAULT_TIMEOUT = 1.0
 
 
 def ask(
-    backend: object, command: Command, select: Selection, *, timeout: float = DEFAULT_TIMEOUT
+    backend: object,
+    command: Command,
+    select: Selection,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    secret: str | bytes | None = None,
 ) -> list[ControlReply]:
     """Broadcast ``command`` to the workers ``select`` chooses; their replies, sorted by
     host, pid and id.
+
+    With ``secret`` (``[control] secret``), the request is signed, as workers given the
+    same secret require (:mod:`queuey_core.control.signing`).
 
     Raises:
         BackendError: the backend has no control channel, or the broker could not be
@@ -46,6 +56,8 @@ def ask(
     if command is Command.SHUTDOWN and select.is_everyone and not select.all:
         raise ValueError("a shutdown must choose workers, or say all=True")
     body = ControlRequest(v=VERSION, command=command, select=select).encode()
+    if secret is not None:
+        body = sign(body, secret, now_ms=int(time.time() * 1000))
     replies: list[ControlReply] = []
     for raw in backend.broadcast_control(body, timeout=timeout):
         try:
@@ -59,21 +71,31 @@ def ask(
 
 
 def worker_statuses(
-    backend: object, select: Selection | None = None, *, timeout: float = DEFAULT_TIMEOUT
+    backend: object,
+    select: Selection | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    secret: str | bytes | None = None,
 ) -> list[WorkerStatus]:
     """The status of every live worker (or those ``select`` chooses) that answered
-    within ``timeout`` seconds."""
-    replies = ask(backend, Command.STATUS, select or Selection(), timeout=timeout)
+    within ``timeout`` seconds (requests signed with ``secret`` when given)."""
+    replies = ask(backend, Command.STATUS, select or Selection(), timeout=timeout, secret=secret)
     return [r.worker for r in replies]
 
 
 def shutdown_workers(
-    backend: object, select: Selection, *, timeout: float = DEFAULT_TIMEOUT
+    backend: object,
+    select: Selection,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    secret: str | bytes | None = None,
 ) -> list[WorkerStatus]:
-    """Ask the workers ``select`` chooses to drain as on SIGTERM; those that accepted.
+    """Ask the workers ``select`` chooses to drain as on SIGTERM; those that accepted
+    (requests signed with ``secret`` when given).
 
     Raises:
-        ValueError: ``select`` chooses no worker and does not say ``all=True``.
+        ValueError: ``select`` chooses no worker and does not say ``all=True``, or the
+            secret is too short.
     """
-    replies = ask(backend, Command.SHUTDOWN, select, timeout=timeout)
+    replies = ask(backend, Command.SHUTDOWN, select, timeout=timeout, secret=secret)
     return [r.worker for r in replies if r.accepted]

@@ -22,8 +22,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from queuey_core._version import __version__
 from queuey_core.clock import Clock
 from queuey_core.control.documents import (
     VERSION,
@@ -32,11 +32,9 @@ from queuey_core.control.documents import (
     ControlRequest,
     WorkerStatus,
 )
+from queuey_core.control.signing import Verifier, unwrap
 from queuey_core.errors import DecodeError
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
-
-if TYPE_CHECKING:
-    from queuey_core.worker.runner import Worker
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +65,19 @@ class JobCounts(WorkerHooks):
         """Jobs started whose outcome has not been reported yet."""
         return self._running
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "starting"
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "consuming"
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "draining"
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.state = "stopped"
 
@@ -152,8 +150,6 @@ class Identity:
     @classmethod
     def here(cls) -> Identity:
         """This process (read now: a forked child is another process)."""
-        from queuey_core import __version__  # noqa: PLC0415 (queuey_core imports us)
-
         host, pid = socket.gethostname(), os.getpid()
         return cls(
             id=f"{host}:{pid}:{uuid.uuid4().hex[:6]}",
@@ -175,17 +171,25 @@ class ControlResponder:
         on_shutdown: what a shutdown request does (the worker's handle's
             ``shutdown()``; ``queuey worker`` drains exactly as on SIGTERM). It is
             called on the backend's thread, so it must only ask, never wait.
+        secret: when given (``[control] secret``), only requests signed with it, within
+            a minute of this worker's clock and not seen before, are answered; the
+            others are refused, counted (:attr:`refused`) and never answered (see
+            :mod:`queuey_core.control.signing`).
     """
 
     def __init__(
         self,
-        worker: Worker,
+        worker: RunningWorker,
         counts: JobCounts,
         *,
         clock: Clock,
         on_shutdown: Callable[[], None],
+        secret: str | bytes | None = None,
     ) -> None:
         self.identity = Identity.here()
+        self._verifier = Verifier(secret) if secret is not None else None
+        self.refused = 0
+        """Requests refused for want of a good signature (only with a secret)."""
         self._worker = worker
         self._counts = counts
         self._clock = clock
@@ -197,8 +201,22 @@ class ControlResponder:
         self._complained_at = -_COMPLAIN_EVERY
         self._unlogged = 0
 
-    def __call__(self, body: bytes) -> bytes | None:
-        """The reply to ``body``, or None when it is not for this worker or is bad."""
+    def __call__(self, wire: bytes) -> bytes | None:
+        """The reply to ``wire``, or None when it is not for this worker, is bad, or (with
+        a secret) is not signed as it must be."""
+        if self._verifier is not None:
+            try:
+                body = self._verifier.verify(wire, now_ms=self._clock.wall_ms())
+            except DecodeError as exc:
+                self.refused += 1
+                self._complain(f"refused ({exc}): this worker requires signed requests")
+                return None
+        else:
+            try:
+                body = unwrap(wire)  # signed or not: without a secret, either is accepted
+            except DecodeError as exc:
+                self._complain(f"not a control request ({exc})")
+                return None
         try:
             request = ControlRequest.decode(body)
         except DecodeError as exc:

@@ -15,13 +15,10 @@ import enum
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from queuey_core.backends.capabilities import ConnectionReporting, LinkStatusLike
-from queuey_core.worker.hooks import WorkerHooks
-
-if TYPE_CHECKING:
-    from queuey_core.worker.runner import Worker
+from queuey_core.worker.hooks import RunningWorker, WorkerHooks
 
 
 class WorkerState(enum.StrEnum):
@@ -57,7 +54,7 @@ class WorkerStatus(WorkerHooks):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state = WorkerState.STARTING
-        self._worker: Worker | None = None
+        self._worker: RunningWorker | None = None
         self._run_thread: threading.Thread | None = None
 
     @property
@@ -67,7 +64,7 @@ class WorkerStatus(WorkerHooks):
             return self._state
 
     @property
-    def worker(self) -> Worker | None:
+    def worker(self) -> RunningWorker | None:
         """The worker, once its ``run()`` began."""
         with self._lock:
             return self._worker
@@ -82,22 +79,22 @@ class WorkerStatus(WorkerHooks):
 
     # -- hooks -------------------------------------------------------------------------
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`: remembers the worker and its run loop's thread."""
         with self._lock:
             self._worker = worker
             self._run_thread = threading.current_thread()
             self._state = WorkerState.STARTING
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self._set(WorkerState.CONSUMING)
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self._set(WorkerState.DRAINING)
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self._set(WorkerState.STOPPED)
 

@@ -14,7 +14,6 @@ number of series; they all count under ``job_type="unknown"``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.gc_collector import GCCollector
@@ -24,10 +23,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from queuey_core.observability.health import WorkerState, WorkerStatus
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
-
-if TYPE_CHECKING:
-    from queuey_core.worker.runner import Worker
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 #: The label value of every job type this worker has no handler for.
 UNKNOWN = "unknown"
@@ -133,22 +129,22 @@ class WorkerMetrics(WorkerHooks):
 
     # -- worker events -----------------------------------------------------------------
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`: learns the job types, and starts their series at 0."""
         self._known = worker.job_types
         for job_type in sorted(self._known | {UNKNOWN}):
             self._of(job_type)
         self.status.on_worker_starting(worker)
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.status.on_worker_consuming(worker)
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.status.on_worker_draining(worker)
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.status.on_worker_stopped(worker)
 

@@ -20,22 +20,21 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from queuey_core.observability.server import serve_http
+from queuey_core.observability.http_messages import Response, Route
+from queuey_core.observability.http_server import HttpServer
+from queuey_core.observability.server import MetricsPage
 from queuey_core.process.children import Slot
 
 logger = logging.getLogger("queuey.supervisor")
@@ -178,24 +177,29 @@ def _detail(view: ChildView, status: int) -> dict[str, Any]:
 
 
 class FleetServer:
-    """The supervisor's HTTP server: every child's metrics and health on one port."""
+    """The supervisor's HTTP server: every child's metrics and health on one port.
+
+    The same server as a worker's (:class:`~queuey_core.observability.http_server.HttpServer`:
+    timeouts, a fixed pool, no traceback on a client that leaves) and the same cached
+    ``/metrics`` page: a burst of scrapes fetches every child's page once.
+    """
 
     def __init__(self, supervisor: Fleet, *, port: int, host: str = "0.0.0.0") -> None:
         self._supervisor = supervisor
-        self._host = host
-        self._requested = port
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="queuey-scrape")
         self.registry = CollectorRegistry()
         self.registry.register(_FleetCollector(supervisor, self._pool))
+        routes: dict[str, Route] = {
+            "/metrics": MetricsPage(self.registry),
+            "/healthz": lambda _request: _check(liveness(supervisor)),
+            "/readyz": lambda _request: _check(readiness(supervisor)),
+        }
+        self._http = HttpServer(routes, host=host, port=port, name="queuey-supervisor-metrics")
 
     @property
     def port(self) -> int:
         """The port it listens on."""
-        if self._server is None:
-            return self._requested
-        return int(self._server.server_address[1])
+        return self._http.port
 
     def start(self) -> FleetServer:
         """Listen and serve in the background.
@@ -203,8 +207,8 @@ class FleetServer:
         Raises:
             ConfigError: the port cannot be listened on.
         """
-        self._server, self._thread = serve_http(self._host, self._requested, _handler(self))
-        url = f"http://{self._host}:{self.port}"
+        self._http.start()
+        url = self._http.url
         logger.info(
             "serving /metrics, /healthz and /readyz of every worker process on %s",
             url,
@@ -214,40 +218,11 @@ class FleetServer:
 
     def close(self) -> None:
         """Stop listening."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join()
+        self._http.close()
         self._pool.shutdown(wait=False)
 
 
-def _handler(fleet: FleetServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = urlsplit(self.path).path
-            if path == "/metrics":
-                self._send(200, generate_latest(fleet.registry), CONTENT_TYPE_LATEST)
-            elif path in {"/healthz", "/readyz"}:
-                check = liveness if path == "/healthz" else readiness
-                ok, details = check(fleet._supervisor)
-                body = (json.dumps({"ok": ok, **details}, sort_keys=True) + "\n").encode()
-                self._send(200 if ok else 503, body, "application/json; charset=utf-8")
-            else:
-                self._send(
-                    404, b"not found: /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8"
-                )
-
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # a scrape every few seconds is not news
-
-    return Handler
+def _check(result: tuple[bool, dict[str, Any]]) -> Response:
+    ok, details = result
+    body = (json.dumps({"ok": ok, **details}, sort_keys=True) + "\n").encode()
+    return Response(200 if ok else 503, body, "application/json; charset=utf-8")

@@ -193,8 +193,10 @@ def _burst_watch(w: Worker, broker: Any) -> None:
     while not w.handle.is_shutdown():
         time.sleep(0.2)
         try:
-            empty = all(broker.queue_counts(name)[0] == 0 for name in names)
-            empty = empty and broker.held_count() == 0
+            # inspect(): every backend that can count (RabbitMQ, a SQLite file) has it.
+            seen = broker.inspect(names)
+            empty = all(c is not None and c.ready == 0 for c in seen.queues.values())
+            empty = empty and not seen.held
         except QueueyError:
             continue
         quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0

@@ -38,11 +38,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.errors import ConfigError
-from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 if TYPE_CHECKING:
     from queuey_core.settings import Settings
-    from queuey_core.worker.runner import Worker
 
 logger = logging.getLogger("queuey.worker")
 
@@ -98,11 +97,11 @@ class SupervisorLink(WorkerHooks):
         with self._lock, contextlib.suppress(OSError):
             self._sock.sendall(line)
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`: ready."""
         self.send("ready")
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """See :class:`WorkerHooks`."""
         self.send("draining")
 

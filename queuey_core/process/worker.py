@@ -158,6 +158,7 @@ def _run_one(
             close_backend_on_shutdown=True,
             hooks=[h for h in (link, metrics) if h is not None],
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
+            control_secret=_control_secret(settings),
         )
         beside = None
         if schedules:
@@ -221,3 +222,10 @@ def _shutdown_requested(stops: StopRequests, link: SupervisorLink | None) -> Non
     if link is not None:
         link.send("stop")
     stops.request("shutdown")
+
+
+def _control_secret(settings: Settings) -> str | None:
+    """``[control] secret``: what checks control requests (signed by ``queuey workers``);
+    None when unset."""
+    secret = settings.control.secret
+    return secret.get_secret_value() if secret is not None else None

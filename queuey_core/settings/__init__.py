@@ -19,6 +19,7 @@ from queuey_core.settings.loading import Settings, find_config, load_settings
 from queuey_core.settings.sections import (
     MAX_PROCESSES,
     BrokerSettings,
+    ControlSettings,
     QueueSettings,
     RetrySettings,
     SchedulerSettings,
@@ -30,6 +31,7 @@ from queuey_core.settings.sections import (
 __all__ = [
     "MAX_PROCESSES",
     "BrokerSettings",
+    "ControlSettings",
     "Delay",
     "Duration",
     "QueueSettings",

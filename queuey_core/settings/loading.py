@@ -28,6 +28,7 @@ from queuey_core.errors import ConfigError
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings.sections import (
     BrokerSettings,
+    ControlSettings,
     QueueSettings,
     SchedulerSettings,
     ScheduleSettings,
@@ -62,6 +63,7 @@ class Settings(BaseSettings):
     queues: dict[str, QueueSettings] = Field(default_factory=lambda: {"default": QueueSettings()})
     scheduler: SchedulerSettings = SchedulerSettings()
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+    control: ControlSettings = ControlSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -92,7 +94,12 @@ class Settings(BaseSettings):
     def redacted(self) -> dict[str, Any]:
         """The effective settings as plain data, the passwords replaced."""
         data = self.model_dump(mode="json")
-        urls = [redact(url) for url in self.broker.urls()]
+        # A sqlite:// URL holds no secret (and no host for redact() to anchor on).
+        urls = (
+            self.broker.urls()
+            if self.broker.is_embedded()
+            else [redact(url) for url in self.broker.urls()]
+        )
         data["broker"]["url"] = urls[0] if len(urls) == 1 else urls
         management = self.broker.management_url
         data["broker"]["management_url"] = (

@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from queuey_core.backends.sqlite.options import is_sqlite_url
+from queuey_core.backends.sqlite.options import parse_url as parse_sqlite_url
 from queuey_core.errors import ConfigError
 from queuey_core.limits import MAX_PRIORITY, MAX_UINT16
 from queuey_core.queues import QueueKind
@@ -52,7 +54,20 @@ def _url_list(value: object) -> object:
 
 
 def _broker_url(value: SecretStr) -> SecretStr:
-    check_urls(split_urls(value.get_secret_value()), _BROKER_SCHEMES)
+    text = value.get_secret_value()
+    if is_sqlite_url(text):
+        # The embedded backend: one file, chosen by its URL and never by accident.
+        try:
+            parse_sqlite_url(text)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+    try:
+        check_urls(split_urls(text), _BROKER_SCHEMES)
+    except ValueError as exc:
+        if "must start with" in str(exc):
+            raise ValueError(f"{exc} (or sqlite:///path/to/queuey.db: no server)") from None
+        raise
     return value
 
 
@@ -219,7 +234,13 @@ class BrokerSettings(_Section):
 
     def urls(self) -> list[str]:
         """The broker's URLs: one, or one per node of a cluster."""
+        if self.is_embedded():
+            return [self.url.get_secret_value().strip()]
         return split_urls(self.url.get_secret_value())
+
+    def is_embedded(self) -> bool:
+        """Whether the URL names the embedded backend (``sqlite:///path``), no server."""
+        return is_sqlite_url(self.url.get_secret_value())
 
     def uses_tls(self) -> bool:
         """Whether the URL is ``amqps://`` (every URL of a list has the same scheme)."""
@@ -289,3 +310,18 @@ class SchedulerSettings(_Section):
     grace: Duration = 10.0
     # `queuey scheduler` serves /metrics, /healthz and /readyz on this port; off when unset.
     metrics_port: int | None = Field(default=None, ge=0, le=MAX_UINT16)
+
+
+def _control_secret(value: SecretStr | None) -> SecretStr | None:
+    # The library's own minimum (queuey_core.control.signing.MIN_SECRET), said here.
+    if value is not None and len(value.get_secret_value().encode()) < 16:
+        raise ValueError("at least 16 characters: a short secret can be guessed")
+    return value
+
+
+class ControlSettings(_Section):
+    """``[control]``: the control channel (``queuey workers``; docs/operations.md)."""
+
+    # Sign every request with it (HMAC-SHA256), and refuse unsigned ones: publishing
+    # rights on the broker alone then cannot drain the fleet. Off when unset.
+    secret: Annotated[SecretStr | None, AfterValidator(_control_secret)] = None

@@ -6,6 +6,7 @@ The behaviour is the seed's, the original Rust runtime kept in this repository a
 
 * :mod:`.runner`: :class:`Worker`, its run loop, job threads and graceful shutdown;
 * :mod:`.dispatch`: one delivery from its envelope to its settle (the seed's algorithm);
+* :mod:`.tracked`: the delivery as the dispatcher holds it (was a settle attempted?);
 * :mod:`.outcome`: how a handler's run ended, told apart;
 * :mod:`.redelivery`: counting messages that come back unsettled, so none loops for ever;
 * :mod:`.timeout`: job timeouts, and threads that ignore them;

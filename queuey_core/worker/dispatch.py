@@ -10,7 +10,8 @@ Before the seed's steps, a delivery the worker cannot trust is dead-lettered unr
 
 Then the seed's algorithm:
 
-1. no handler for ``envelope.job_type`` -> dead letter ("no handler ...");
+1. no handler for ``envelope.job_type`` -> dead letter ("no handler ..."); a job type
+   bound to another queue, or a priority above the queue's, too (:mod:`.admission`);
 2. the payload does not validate against the handler's job model -> dead letter
    ("decode error ..."), and the handler never runs;
 3. the handler runs, under the job timeout if one applies (:mod:`.timeout`);
@@ -48,18 +49,19 @@ from queuey_core.backends.base import Delivery
 from queuey_core.backends.capabilities import acks_early
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
-from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError, JobTimeout
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
+from queuey_core.worker.admission import refusal
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
+from queuey_core.worker.tracked import Tracked
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +98,7 @@ class Dispatcher:
         self._redeliveries = RedeliveryCounter()
 
     def dispatch(self, delivery: Delivery) -> None:
-        tracked = _Tracked(delivery)
+        tracked = Tracked(delivery)
         try:
             self._dispatch(tracked)
         except Exception as exc:  # a bug on our side: the delivery must still be settled
@@ -107,7 +109,7 @@ class Dispatcher:
                     tracked.dead_letter, (f"worker error: {handler_error_text(exc)}",), fields
                 )
 
-    def _dispatch(self, delivery: _Tracked) -> None:
+    def _dispatch(self, delivery: Tracked) -> None:
         env = delivery.envelope
         queue = delivery.queue
         fields: dict[str, Any] = {
@@ -148,6 +150,12 @@ class Dispatcher:
             self._settle(
                 delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
+            return
+        refused = refusal(env, queue, route.queue)
+        if refused is not None:
+            logger.error("%s; dead-lettering", refused, extra=fields)
+            self._hooks.dead_lettered(delivery, refused)
+            self._settle(delivery.dead_letter, (refused,), fields)
             return
         try:
             job = env.decode_job(route.job_type)
@@ -197,7 +205,7 @@ class Dispatcher:
         timed_out = _timed_out(timeout)
 
         def on_stuck() -> None:
-            self._handle._add_stuck(1)
+            self._handle.record_stuck(1)
             self._hooks.timed_out(delivery, timed_out.error)
             logger.error(
                 "job thread still running %gs after its timeout; settling it as timed "
@@ -224,7 +232,7 @@ class Dispatcher:
             fields=fields,
         )
         if outcome is None:
-            self._handle._add_stuck(-1)
+            self._handle.record_stuck(-1)
             logger.warning("stuck job thread returned at last", extra=fields)
         elif outcome.timed_out:  # (with the traceback of where it was interrupted)
             self._hooks.timed_out(delivery, timed_out.error)
@@ -256,7 +264,7 @@ class Dispatcher:
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
             self._hooks.succeeded(delivery)
-            if isinstance(delivery, _Tracked) and acks_early(delivery.inner):
+            if isinstance(delivery, Tracked) and acks_early(delivery.inner):
                 return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
             return delivery.ack, ()
         if kind is Kind.FATAL:
@@ -298,7 +306,7 @@ class Dispatcher:
         """What counts and logs an ack sent without waiting, if it could not be sent."""
 
         def failed(error: BaseException) -> None:
-            self._handle._count_settle_failure()
+            self._handle.record_settle_failure()
             logger.error(
                 "failed to settle delivery (ack): %s", handler_error_text(error), extra=fields
             )
@@ -312,63 +320,13 @@ class Dispatcher:
         try:
             operation(*args)
         except Exception:
-            self._handle._count_settle_failure()
+            self._handle.record_settle_failure()
             logger.error(
                 "failed to settle delivery (%s)",
                 getattr(operation, "__name__", "settle"),
                 extra=fields,
                 exc_info=True,
             )
-
-
-class _Tracked:
-    """A delivery that remembers whether a settle was attempted on it."""
-
-    __slots__ = ("attempted", "inner")
-
-    def __init__(self, inner: Delivery) -> None:
-        self.inner = inner
-        self.attempted = False
-
-    def ack_soon(self, failed: Callable[[BaseException], None]) -> None:
-        """Ack without waiting (the inner delivery is :class:`EarlyAck`); ``failed``
-        counts it if it cannot be sent after all."""
-        self.attempted = True
-        if acks_early(self.inner):
-            self.inner.ack_soon(failed)
-        else:
-            self.inner.ack()
-
-    @property
-    def envelope(self) -> Envelope:
-        return self.inner.envelope
-
-    @property
-    def queue(self) -> str:
-        return self.inner.queue
-
-    @property
-    def redelivered(self) -> bool:
-        return self.inner.redelivered
-
-    def is_stale(self) -> bool:
-        return self.inner.is_stale()
-
-    def ack(self) -> None:
-        self.attempted = True
-        self.inner.ack()
-
-    def dead_letter(self, reason: str) -> None:
-        self.attempted = True
-        self.inner.dead_letter(reason)
-
-    def retry(self, next_envelope: Envelope, delay: float) -> None:
-        self.attempted = True
-        self.inner.retry(next_envelope, delay)
-
-    def defer(self, next_envelope: Envelope, delay: float) -> None:
-        self.attempted = True
-        self.inner.defer(next_envelope, delay)
 
 
 @functools.lru_cache(maxsize=64)

@@ -57,23 +57,30 @@ class WorkerHandle:
         with self._lock:
             return self._stuck
 
-    def _count_settle_failure(self) -> None:
+    # -- what the worker records (its run loop and dispatcher; not for library users) --
+
+    def record_settle_failure(self) -> None:
+        """A settle the broker did not take (see :meth:`settle_failures`)."""
         with self._lock:
             self._settle_failures += 1
 
-    def _add_in_flight(self, n: int) -> None:
+    def record_in_flight(self, change: int) -> None:
+        """Deliveries taken (``change`` > 0) or settled or given back (< 0)."""
         with self._lock:
-            self._in_flight += n
+            self._in_flight += change
 
-    def _add_stuck(self, n: int) -> None:
+    def record_stuck(self, change: int) -> None:
+        """A timed-out job's thread still runs (+1), or has ended at last (-1)."""
         with self._lock:
-            self._stuck += n
+            self._stuck += change
 
-    def _add_waker(self, wake: Callable[[], None]) -> None:
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` (quick, non-blocking) when :meth:`shutdown` is asked."""
         with self._lock:
             self._wakers.append(wake)
 
-    def _remove_waker(self, wake: Callable[[], None]) -> None:
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        """Stop calling ``wake`` on shutdown."""
         with self._lock:
             self._wakers.remove(wake)
 

@@ -2,7 +2,9 @@
 
 Subclass :class:`WorkerHooks`, override the methods you need (every one is a no-op), and
 give instances to ``Worker(..., hooks=[...])``. Job events carry a frozen
-:class:`JobInfo`; worker events carry the :class:`~queuey_core.worker.Worker` itself.
+:class:`JobInfo`; worker events carry the :class:`~queuey_core.worker.Worker` itself,
+typed as :class:`RunningWorker` (what a hook may read of it: the worker imports this
+module, so this module does not import the worker).
 
 Owns: the hook protocol, the info handed to hooks, and :class:`HookRunner`, which calls
 every hook in order and times each job. Must never: let a hook's exception (or its
@@ -15,18 +17,53 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from queuey_core.backends.base import Delivery
+from queuey_core.backends.base import Backend, Delivery
 from queuey_core.clock import Clock
-
-if TYPE_CHECKING:
-    from queuey_core.control.responder import JobCounts
-    from queuey_core.worker.runner import Worker
+from queuey_core.queues import QueueConfig
+from queuey_core.worker.handle import WorkerHandle
 
 logger = logging.getLogger(__name__)
+
+
+class RunningWorker(Protocol):
+    """What a hook is shown of the worker it watches (a :class:`~queuey_core.worker.Worker`)."""
+
+    @property
+    def queues(self) -> Sequence[QueueConfig]:
+        """The queues the worker consumes."""
+
+    @property
+    def concurrency(self) -> int:
+        """The most jobs it runs at the same time."""
+
+    @property
+    def handle(self) -> WorkerHandle:
+        """Its handle: shutdown and counters."""
+
+    @property
+    def backend(self) -> Backend:
+        """Where its deliveries come from."""
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The job types it has a handler for."""
+
+
+class EventCounts(Protocol):
+    """What :class:`HookRunner` tells the control channel's counts
+    (:class:`~queuey_core.control.responder.JobCounts`) of every event."""
+
+    def on_worker_starting(self, worker: RunningWorker) -> None: ...
+    def on_worker_consuming(self, worker: RunningWorker) -> None: ...
+    def on_worker_draining(self, worker: RunningWorker) -> None: ...
+    def on_worker_stopped(self, worker: RunningWorker) -> None: ...
+
+    def count(self, event: str, *, ran: bool) -> None:
+        """Count one job event; ``ran``: its handler ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +111,16 @@ class WorkerHooks:
     not fit) gets only :meth:`on_job_dead_lettered`.
     """
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         """``run()`` began, on the run loop's thread; consumers are not started yet."""
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         """Every consumer is started and the job threads run: jobs are being taken."""
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         """Shutdown began (or a consumer ended): no new jobs, the pulled ones finish."""
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         """``run()`` is about to return (or raise); every job thread has ended."""
 
     def on_job_started(self, job: JobInfo) -> None:
@@ -118,7 +155,7 @@ class HookRunner:
     """
 
     def __init__(
-        self, hooks: Iterable[WorkerHooks], clock: Clock, *, counts: JobCounts | None = None
+        self, hooks: Iterable[WorkerHooks], clock: Clock, *, counts: EventCounts | None = None
     ) -> None:
         self._hooks = tuple(hooks)
         self._clock = clock
@@ -137,22 +174,22 @@ class HookRunner:
 
     # -- the run loop ----------------------------------------------------------------
 
-    def worker_starting(self, worker: Worker) -> None:
+    def worker_starting(self, worker: RunningWorker) -> None:
         self._call_all("on_worker_starting", worker)
         if self._counts is not None:
             self._counts.on_worker_starting(worker)
 
-    def worker_consuming(self, worker: Worker) -> None:
+    def worker_consuming(self, worker: RunningWorker) -> None:
         self._call_all("on_worker_consuming", worker)
         if self._counts is not None:
             self._counts.on_worker_consuming(worker)
 
-    def worker_draining(self, worker: Worker) -> None:
+    def worker_draining(self, worker: RunningWorker) -> None:
         self._call_all("on_worker_draining", worker)
         if self._counts is not None:
             self._counts.on_worker_draining(worker)
 
-    def worker_stopped(self, worker: Worker) -> None:
+    def worker_stopped(self, worker: RunningWorker) -> None:
         self._call_all("on_worker_stopped", worker)
         if self._counts is not None:
             self._counts.on_worker_stopped(worker)

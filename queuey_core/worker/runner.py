@@ -17,6 +17,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
 from queuey_core.backends.capabilities import ControlServer, SupportsControl
@@ -26,9 +27,13 @@ from queuey_core.errors import DuplicateHandlerError, QueueyError
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
+from queuey_core.tracing import worker_tracing
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner, WorkerHooks
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,11 @@ class Worker:
         on_shutdown_request: what a shutdown asked over the control channel does
             (default: :meth:`WorkerHandle.shutdown`); called on the backend's thread, so
             it must only ask, never wait.
+        tracer_provider: where each attempt's CONSUMER span goes (default:
+            OpenTelemetry's global provider, when the ``otel`` extra is installed and
+            one is set before the worker is made); see ``docs/tracing.md``.
+        control_secret: answer only control requests signed with this secret
+            (``[control] secret``; see :mod:`queuey_core.control.signing`).
     """
 
     def __init__(
@@ -76,6 +86,8 @@ class Worker:
         hooks: Iterable[WorkerHooks] = (),
         control: bool = True,
         on_shutdown_request: Callable[[], None] | None = None,
+        tracer_provider: TracerProvider | None = None,
+        control_secret: str | bytes | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -103,7 +115,11 @@ class Worker:
         if control and isinstance(backend, SupportsControl):
             self._counts = JobCounts()
         self._on_shutdown_request = on_shutdown_request or self._handle.shutdown
-        self._hooks = HookRunner(hooks, self._clock, counts=self._counts)
+        self._control_secret = control_secret
+        # Looked for once: without a provider, no span, nothing per job.
+        tracing = worker_tracing(tracer_provider)
+        runner = HookRunner if tracing is None else tracing.hook_runner
+        self._hooks = runner(hooks, self._clock, counts=self._counts)
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,
@@ -112,6 +128,9 @@ class Worker:
             timeout_grace=timeout_grace,
             hooks=self._hooks,
         )
+        self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
+        if tracing is not None:
+            self._dispatch = tracing.around(self._dispatch)
         backend.declare(self._queues)
 
     @property
@@ -176,10 +195,10 @@ class Worker:
 
         def sink(item: Delivery | ConsumerEnded) -> None:
             if not isinstance(item, ConsumerEnded):
-                handle._add_in_flight(1)
+                handle.record_in_flight(1)
             events.put(item)
 
-        handle._add_waker(stopping.set)
+        handle.add_waker(stopping.set)
         if handle.is_shutdown():
             stopping.set()
         subscriptions: list[Subscription] = []
@@ -225,7 +244,7 @@ class Worker:
             for thread in threads:
                 thread.join()
         finally:
-            handle._remove_waker(stopping.set)
+            handle.remove_waker(stopping.set)
             for sub in subscriptions:
                 try:
                     sub.close()  # anything never processed goes back to the broker
@@ -251,7 +270,11 @@ class Worker:
         if self._counts is None or not isinstance(self._backend, SupportsControl):
             return None
         responder = ControlResponder(
-            self, self._counts, clock=self._clock, on_shutdown=self._on_shutdown_request
+            self,
+            self._counts,
+            clock=self._clock,
+            on_shutdown=self._on_shutdown_request,
+            secret=self._control_secret,
         )
         try:
             return self._backend.serve_control(responder)
@@ -279,8 +302,8 @@ class Worker:
                     stopping.set()
                 continue
             try:
-                self._dispatcher.dispatch(item)  # type: ignore[arg-type]
+                self._dispatch(item)  # type: ignore[arg-type]
             except BaseException:  # never expected: dispatch() settles every outcome itself
                 logger.critical("worker bug while processing a delivery", exc_info=True)
             finally:
-                self._handle._add_in_flight(-1)
+                self._handle.record_in_flight(-1)

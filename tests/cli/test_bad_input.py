@@ -95,10 +95,17 @@ def test_a_job_bound_to_an_undeclared_queue_names_its_entry_point(
     runner: CliRunner, write_config: Callable[[str], Path]
 ) -> None:
     path = write_config(f'[broker]\nurl = "{UNREACHABLE}"\n[queues.other]\n')
-    line = refused(runner, "--config", str(path), "handlers")
+    # Enqueueing it needs the queue: refused (issue 26: other commands only warn).
+    code, _, err = run(runner, "--config", str(path), "enqueue", "greet", '{"name": "ada"}')
+    assert code == 2
+    line = err.splitlines()[-1]
+    assert line.startswith("error: ")
     assert "'alpha'" in line
     assert "entry point 'examples'" in line
     assert "queuey-example-handlers" in line
+    code, _, err = run(runner, "--config", str(path), "handlers")
+    assert code == 0, err
+    assert "warning: job type 'greet' (entry point 'examples' of distribution" in err
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from queuey_cli import completion
 from queuey_cli.main import app
+from tests.support import bash
 
 QUEUEY = str(Path(sys.executable).parent / "queuey")
 
@@ -55,15 +56,7 @@ def test_show_completion_in_process(runner: CliRunner) -> None:
 
 def test_without_a_shell_named_the_one_running_is_used() -> None:
     # `; true` keeps bash from exec-ing queuey in its place: bash stays its parent.
-    done = subprocess.run(
-        ["bash", "-c", f"{QUEUEY} --show-completion; true"],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = bash(f"{QUEUEY} --show-completion; true")
     assert "complete -o default -F _queuey_completion queuey" in done.stdout
 
 

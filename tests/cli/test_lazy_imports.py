@@ -63,6 +63,7 @@ COMMANDS = [
     "config",
     "schedules",
     "workers",
+    "migrate",
 ]
 
 

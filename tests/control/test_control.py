@@ -11,6 +11,8 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -39,6 +41,7 @@ from tests.support import BETA
 from tests.support import Greet
 from tests.support import Orphan
 from tests.support import Ping
+from tests.support import Running
 from tests.support import act_out
 from tests.support import noop
 from tests.support import start
@@ -188,12 +191,8 @@ def test_the_children_of_a_supervisor_say_whose_and_which(
 ) -> None:
     monkeypatch.setenv("QUEUEY_SUPERVISOR_PID", "4242")
     monkeypatch.setenv("QUEUEY_CHILD_INDEX", "3")
-    running = start(Worker(backend, queues, [], clock=clock), clock)
-    try:
-        _wait_serving(backend, 1)
+    with idle_worker(backend, queues, clock):
         status = _status(backend)
-    finally:
-        running.stop()
     assert (status.supervisor_pid, status.child) == (4242, 3)
 
 
@@ -346,33 +345,27 @@ def test_a_hostile_control_message_is_logged_and_ignored(
 def test_a_flood_of_bad_requests_logs_once_a_minute(
     backend: MemoryBackend, queues: QueueSet, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    running = start(Worker(backend, queues, [], clock=clock), clock)
-    try:
-        _wait_serving(backend, 1)
+    with idle_worker(backend, queues, clock):
         with caplog.at_level(logging.WARNING, logger="queuey_core.control"):
             for _ in range(500):
                 backend.broadcast_control(b"junk", timeout=0)
         assert caplog.text.count("control request ignored") == 1
-    finally:
-        running.stop()
 
 
 def test_a_reply_that_does_not_parse_or_answers_another_command_is_skipped(
     backend: MemoryBackend, queues: QueueSet, clock: ManualClock
 ) -> None:
-    running = start(Worker(backend, queues, [], clock=clock), clock)
-    _wait_serving(backend, 1)
-    rogue = backend.serve_control(lambda _body: b"<html>")
-    status = worker_statuses(backend, timeout=0)
-    other = ControlReply(v=VERSION, command=Command.SHUTDOWN, worker=status[0]).encode()
-    impostor = backend.serve_control(lambda _body: other)
-    try:
-        replies = ask(backend, Command.STATUS, Selection(), timeout=0)
-        assert [r.worker.id for r in replies] == [status[0].id]
-    finally:
-        rogue.close()
-        impostor.close()
-        running.stop()
+    with idle_worker(backend, queues, clock):
+        rogue = backend.serve_control(lambda _body: b"<html>")
+        status = worker_statuses(backend, timeout=0)
+        other = ControlReply(v=VERSION, command=Command.SHUTDOWN, worker=status[0]).encode()
+        impostor = backend.serve_control(lambda _body: other)
+        try:
+            replies = ask(backend, Command.STATUS, Selection(), timeout=0)
+            assert [r.worker.id for r in replies] == [status[0].id]
+        finally:
+            rogue.close()
+            impostor.close()
 
 
 def test_asking_a_backend_without_a_control_channel_is_a_backend_error() -> None:
@@ -395,6 +388,17 @@ def _status_after(
         _wait_serving(backend, 1)
         wait_for(lambda: _status(backend).succeeded == succeeded, clock)
         return _status(backend)
+    finally:
+        running.stop()
+
+
+@contextmanager
+def idle_worker(backend: MemoryBackend, queues: QueueSet, clock: ManualClock) -> Iterator[Running]:
+    """A worker with no handlers, answering the control channel until the block ends."""
+    running = start(Worker(backend, queues, [], clock=clock), clock)
+    try:
+        _wait_serving(backend, 1)
+        yield running
     finally:
         running.stop()
 

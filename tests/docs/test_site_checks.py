@@ -87,9 +87,17 @@ PACKAGE = {
 
         __all__ = ["Thing"]
     ''',
+    "other.py": '''
+        """Another module with a run."""
+
+
+        def run() -> None:
+            """Run."""
+    ''',
     "inner.py": '''
         """Inner. :class:`~roles_pkg.inner.Thing`, :meth:`Thing.run`, :func:`helper`,
-        :class:`ValueError`, :class:`pika.BlockingConnection` and :func:`gone`."""
+        :class:`ValueError`, :class:`pika.BlockingConnection` and :func:`gone`.
+        :meth:`run` is this module's, though other.py has one too."""
 
 
         class Thing:
@@ -128,7 +136,8 @@ def test_roles_become_references_or_code_and_stale_ones_warn(
     inner = package["inner"]
     assert inner.docstring.value == (
         "Inner. [`Thing`][roles_pkg.inner.Thing], [`Thing.run`][roles_pkg.inner.Thing.run], "
-        "`helper`,\n`ValueError`, `pika.BlockingConnection` and `gone`."
+        "`helper`,\n`ValueError`, `pika.BlockingConnection` and `gone`.\n"
+        "[`run`][roles_pkg.inner.Thing.run] is this module's, though other.py has one too."
     )
     assert package.docstring.value == (
         "A package. [`Thing`][roles_pkg.inner.Thing] is exported; `.inner` is not rendered."
@@ -136,5 +145,5 @@ def test_roles_become_references_or_code_and_stale_ones_warn(
     stale = [m.split("roles_pkg/", 1)[1] for m in warnings(caplog) if "does not resolve" in m]
     assert stale == [
         "inner.py:1: roles_pkg.inner names gone, which does not resolve",
-        "inner.py:9: roles_pkg.inner.Thing.run names Missing, which does not resolve",
+        "inner.py:10: roles_pkg.inner.Thing.run names Missing, which does not resolve",
     ]

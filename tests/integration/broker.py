@@ -114,3 +114,26 @@ def scratch_queue(prefix: str) -> Iterator[str]:
         yield name
     finally:
         delete_queues(name)
+
+
+@contextmanager
+def clean_queues(*names: str) -> Iterator[None]:
+    """The broker must answer; ``names`` and their dead-letter queues are deleted before
+    the block and after it."""
+    require_broker()
+    delete_queues(*names)
+    try:
+        yield
+    finally:
+        delete_queues(*names)
+
+
+def take_all(queue: str) -> list[tuple[Any, bytes]]:
+    """Every message on ``queue`` as (properties, body), taken off it."""
+    found: list[tuple[Any, bytes]] = []
+    with channel() as ch:
+        while True:
+            method, props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                return found
+            found.append((props, body))

@@ -43,6 +43,7 @@ from tests.support import Nudge
 from tests.support import Orphan
 from tests.support import act_out
 from tests.support import start
+from tests.support import two_slot_worker
 from tests.support import wait_for
 
 
@@ -70,7 +71,9 @@ def server_of() -> Iterator[Callable[[WorkerMetrics], MetricsServer]]:
     servers: list[MetricsServer] = []
 
     def make(metrics: WorkerMetrics) -> MetricsServer:
-        server = MetricsServer(metrics, port=0, host="127.0.0.1").start()
+        # These tests read the page across changes made milliseconds apart: no cache age
+        # (the cache has tests of its own, in tests/observability/test_metrics_server.py).
+        server = MetricsServer(metrics, port=0, host="127.0.0.1", max_age=0).start()
         servers.append(server)
         return server
 
@@ -169,17 +172,7 @@ def test_busy_threads_in_flight_stuck_threads_and_settle_failures_are_gauged(
             release.wait()  # inside C: the job timeout cannot interrupt it
 
     metrics = WorkerMetrics()
-    worker = Worker(
-        backend,
-        queues,
-        [Handler(Greet, greet)],
-        consume=[ALPHA],
-        concurrency=2,
-        job_timeout=5,
-        timeout_grace=1,
-        clock=clock,
-        hooks=[metrics],
-    )
+    worker = two_slot_worker(backend, queues, clock, greet, timeout_grace=1, hooks=[metrics])
     running = start(worker, clock)
     producer.enqueue(Greet(name="stuck"))
     wait_for(lambda: value(metrics, "queuey_worker_stuck_job_threads") == 1, clock)

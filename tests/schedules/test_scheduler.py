@@ -267,14 +267,21 @@ def test_several_schedules_fire_in_tick_order() -> None:
     ]
 
 
-def test_a_cron_in_a_time_zone_fires_through_spring_forward() -> None:
-    # Europe/Paris, 2026-03-29: 02:00 becomes 03:00; "30 2 * * *" fires at 03:00 that day.
-    world = World(start="2026-03-28T12:00:00+01:00")
+def nightly_in_paris(start: str, *, step: float, steps: int) -> World:
+    """A scheduler of "30 2 * * *" in Europe/Paris from ``start``, stepped ``steps`` times
+    ``step`` seconds apart."""
+    world = World(start=start)
     s, e = world.scheduler(Schedule("nightly", Ping(n=1), Cron("30 2 * * *", "Europe/Paris")))
     e.start(lambda: None)
-    for _ in range(3 * 24):
-        world.clock.advance(3600)
+    for _ in range(steps):
+        world.clock.advance(step)
         s.step()
+    return world
+
+
+def test_a_cron_in_a_time_zone_fires_through_spring_forward() -> None:
+    # Europe/Paris, 2026-03-29: 02:00 becomes 03:00; "30 2 * * *" fires at 03:00 that day.
+    world = nightly_in_paris("2026-03-28T12:00:00+01:00", step=3600, steps=3 * 24)
     assert [f.tick_ms for f in world.firings] == [
         wall("2026-03-29T03:00:00+02:00"),
         wall("2026-03-30T02:30:00+02:00"),
@@ -283,12 +290,7 @@ def test_a_cron_in_a_time_zone_fires_through_spring_forward() -> None:
 
 
 def test_a_cron_in_a_time_zone_fires_both_instants_of_a_repeated_hour() -> None:
-    world = World(start="2026-10-24T12:00:00+02:00")
-    s, e = world.scheduler(Schedule("nightly", Ping(n=1), Cron("30 2 * * *", "Europe/Paris")))
-    e.start(lambda: None)
-    for _ in range(2 * 24 * 4):
-        world.clock.advance(900)
-        s.step()
+    world = nightly_in_paris("2026-10-24T12:00:00+02:00", step=900, steps=2 * 24 * 4)
     assert [f.tick_ms for f in world.firings] == [
         wall("2026-10-25T02:30:00+02:00"),
         wall("2026-10-25T02:30:00+01:00"),

@@ -23,6 +23,7 @@ from queuey_core import QueueSet
 from queuey_core import Retryable
 from queuey_core import Worker
 from queuey_core import WorkerHooks
+from queuey_core.worker.hooks import RunningWorker
 from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import BETA
@@ -32,6 +33,7 @@ from tests.support import Ping
 from tests.support import act_out
 from tests.support import noop
 from tests.support import start
+from tests.support import two_slot_worker
 from tests.support import wait_for
 
 Event = tuple[str, JobInfo]
@@ -43,13 +45,13 @@ class Record(WorkerHooks):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.events: list[Event] = []
-        self.worker_events: list[tuple[str, Worker]] = []
+        self.worker_events: list[tuple[str, RunningWorker]] = []
 
     def _job(self, name: str, job: JobInfo) -> None:
         with self.lock:
             self.events.append((name, job))
 
-    def _worker(self, name: str, worker: Worker) -> None:
+    def _worker(self, name: str, worker: RunningWorker) -> None:
         with self.lock:
             self.worker_events.append((name, worker))
 
@@ -64,16 +66,16 @@ class Record(WorkerHooks):
         with self.lock:
             return sum(1 for n, _ in self.events if n == name)
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         self._worker("starting", worker)
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         self._worker("consuming", worker)
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         self._worker("draining", worker)
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         self._worker("stopped", worker)
 
     def on_job_started(self, job: JobInfo) -> None:
@@ -105,16 +107,16 @@ class Broken(WorkerHooks):
         self.calls += 1
         raise RuntimeError("hook exploded")
 
-    def on_worker_starting(self, worker: Worker) -> None:
+    def on_worker_starting(self, worker: RunningWorker) -> None:
         self._boom()
 
-    def on_worker_consuming(self, worker: Worker) -> None:
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
         self._boom()
 
-    def on_worker_draining(self, worker: Worker) -> None:
+    def on_worker_draining(self, worker: RunningWorker) -> None:
         self._boom()
 
-    def on_worker_stopped(self, worker: Worker) -> None:
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
         self._boom()
 
     def on_job_started(self, job: JobInfo) -> None:
@@ -237,17 +239,7 @@ def test_a_stuck_job_is_reported_once_and_its_thread_returning_adds_nothing(
             release.wait()  # inside C: the JobTimeout cannot land
 
     record = Record()
-    worker = Worker(
-        backend,
-        queues,
-        [Handler(Greet, greet)],
-        consume=[ALPHA],
-        concurrency=2,
-        job_timeout=5,
-        timeout_grace=2,
-        clock=clock,
-        hooks=[record],
-    )
+    worker = two_slot_worker(backend, queues, clock, greet, timeout_grace=2, hooks=[record])
     job_id = producer.enqueue(Greet(name="stuck"))
     running = start(worker, clock)
     wait_for(lambda: record.count("succeeded") == 1, clock)

@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
+from typing import TypeVar
 
 import pika
 import pytest
@@ -33,8 +34,10 @@ from queuey_core import RetryPolicy
 from queuey_core import UndecodableDeadLetter
 from queuey_core import Worker
 from queuey_core.backends.memory import MemoryBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.limits import MAX_DELAY_MS
 from tests.harness import Inspectable
+from tests.harness import RecordingSqlite
 from tests.harness import WorkerEnv
 from tests.integration.broker import channel
 from tests.support import ALPHA
@@ -42,15 +45,18 @@ from tests.support import BETA
 from tests.support import Greet
 from tests.support import Ping
 from tests.support import Recorder
+from tests.support import Running
 from tests.support import start
 
 MakeRecorder = Callable[[], Recorder]
+T = TypeVar("T")
 
 
 def inject(h: WorkerEnv, queue: str, body: bytes, *, message_id: str | None = None) -> None:
     """Put ``body`` straight into ``queue``, past the producer and its checks."""
-    if isinstance(h.backend, MemoryBackend):
-        h.backend.publish_raw(queue, body, message_id=message_id)
+    raw = h.backend.sqlite if isinstance(h.backend, RecordingSqlite) else h.backend
+    if isinstance(raw, MemoryBackend | SqliteBackend):
+        raw.publish_raw(queue, body, message_id=message_id)
         return
     with channel() as ch:
         ch.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id))
@@ -76,18 +82,31 @@ def everything_dead(backend: Inspectable, queue: str) -> list[DeadLetter | Undec
     return backend.list_dead_letters(queue)
 
 
-def noting_names(recorder: MakeRecorder) -> tuple[Recorder, list[str], Handler[Greet]]:
-    """A greet handler that writes down the name of each job it runs: its Recorder, the
-    names, and the handler."""
+def noting(
+    recorder: MakeRecorder, what: Callable[[Greet, JobContext], T]
+) -> tuple[Recorder, list[T], Handler[Greet]]:
+    """A greet handler that writes down ``what`` of each job it runs: its Recorder, the
+    notes, and the handler."""
     seen = recorder()
-    names: list[str] = []
+    notes: list[T] = []
 
     def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
-        names.append(job.name)
+        notes.append(what(job, ctx))
         seen.leave()
 
-    return seen, names, Handler(Greet, handle)
+    return seen, notes, Handler(Greet, handle)
+
+
+def noting_names(recorder: MakeRecorder) -> tuple[Recorder, list[str], Handler[Greet]]:
+    """A greet handler that writes down the name of each job it runs."""
+    return noting(recorder, lambda job, ctx: job.name)
+
+
+def stop_cleanly(running: Running) -> None:
+    """Stop the worker, which never failed to settle a delivery."""
+    assert running.handle.settle_failures() == 0
+    running.stop()
 
 
 def good_job_still_runs(h: WorkerEnv, producer: Producer, seen_names: list[str]) -> None:
@@ -108,8 +127,7 @@ def test_an_envelope_naming_another_queue_is_dead_lettered_unrun(
     assert "envelope queue 'nowhere.never.declared' is not the queue" in dead[0].reason
     assert seen.attempts() == 0, "a job that lies about its queue never runs"
     good_job_still_runs(h, h.producer(), names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 #: Bodies an envelope refuses, and the words its reason must hold.
@@ -143,8 +161,7 @@ def test_bodies_an_envelope_refuses_are_dead_lettered_with_the_field_named(
         assert d.reason.isascii()
     assert seen.attempts() == 0
     good_job_still_runs(h, h.producer(), names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_eight_unsettleable_attempts_do_not_keep_the_next_good_job_waiting(
@@ -158,8 +175,7 @@ def test_eight_unsettleable_attempts_do_not_keep_the_next_good_job_waiting(
 
     h.wait_for(lambda: len(everything_dead(h.backend, ALPHA)) == 8)
     assert names == ["good"]
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 class Unprintable(Exception):
@@ -241,8 +257,7 @@ def test_a_misbehaving_handler_cannot_leave_its_job_unsettled(
         assert reason.encode(), "a reason always encodes"
     assert seen.attempts() == 1, "the handler ran once"
     good_job_still_runs(h, producer, names)
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_a_retry_policy_whose_backoff_is_beyond_the_ladder_dead_letters_with_the_reason(
@@ -275,8 +290,7 @@ def test_a_retry_policy_whose_backoff_is_beyond_the_ladder_dead_letters_with_the
     assert "is longer than the broker can hold" in reason
     assert seen.attempts() == 1
     assert h.backend.deferred(ALPHA) == 0, "nothing was put on the ladder"
-    assert running.handle.settle_failures() == 0
-    running.stop()
+    stop_cleanly(running)
 
 
 def test_a_handler_that_leaks_a_thread_does_not_hold_the_worker(
@@ -307,14 +321,7 @@ def test_a_handler_that_leaks_a_thread_does_not_hold_the_worker(
 def test_a_handler_is_told_when_its_delivery_is_a_redelivery(
     h: WorkerEnv, recorder: MakeRecorder
 ) -> None:
-    seen = recorder()
-    told: list[tuple[str, bool]] = []
-
-    def handle(job: Greet, ctx: JobContext) -> None:
-        seen.enter()
-        seen.leave()
-        told.append((job.name, ctx.redelivered))
-
+    _seen, told, handler = noting(recorder, lambda job, ctx: (job.name, ctx.redelivered))
     producer = h.producer()
     producer.enqueue(Greet(name="once-delivered"))
     # A consumer takes it and goes away without settling it: the broker gives it back.
@@ -324,7 +331,7 @@ def test_a_handler_is_told_when_its_delivery_is_a_redelivery(
     sub.close()
     producer.enqueue(Greet(name="fresh"))
 
-    running = start(Worker(h.backend, h.queues, [Handler(Greet, handle)], clock=h.clock), h)
+    running = start(Worker(h.backend, h.queues, [handler], clock=h.clock), h)
     h.wait_for(lambda: len(told) == 2)
     assert sorted(told) == [("fresh", False), ("once-delivered", True)]
     running.stop()
@@ -391,3 +398,72 @@ def test_a_retry_goes_to_the_queue_it_came_from_whatever_its_envelope_says(
     assert got[1].envelope.queue == BETA
     got[1].ack()
     sub.close()
+
+
+# -- what an envelope cannot check: its job type's queue, its priority ------------------
+
+
+def test_a_job_type_published_to_another_queue_than_its_own_is_dead_lettered_unrun(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    seen = recorder()
+    names: list[str] = []
+
+    def greet(job: Greet, ctx: JobContext) -> None:
+        names.append(job.name)
+
+    def ping(job: Ping, ctx: JobContext) -> None:
+        seen.enter()
+        seen.leave()
+
+    worker = Worker(
+        h.backend, h.queues, [Handler(Greet, greet), Handler(Ping, ping)], clock=h.clock
+    )
+    running = start(worker, h)
+    # Ping is bound to BETA; this one says ALPHA and is published there, as a foreign
+    # producer that guessed the queue would.
+    body = envelope_dict(queue=ALPHA, job_type=Ping.NAME, payload={"seq": 1})
+    inject(h, ALPHA, json.dumps(body).encode())
+
+    h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)))
+    [dead] = h.backend.dead_letters(ALPHA)
+    assert dead.reason == (
+        f"job type {Ping.NAME!r} is bound to queue {BETA!r}, not {ALPHA!r} "
+        "(the queue it was delivered from)"
+    )
+    assert str(dead.envelope.job_id) == body["job_id"], "the job is kept whole"
+    assert seen.attempts() == 0, "it never ran on the wrong queue"
+    good_job_still_runs(h, h.producer(), names)
+    stop_cleanly(running)
+
+
+def test_a_priority_above_its_queues_max_priority_is_dead_lettered_with_the_field_named(
+    h: WorkerEnv, recorder: MakeRecorder
+) -> None:
+    _seen, runs, greet = noting(recorder, lambda job, ctx: (job.name, ctx.priority))
+
+    def ping(job: Ping, ctx: JobContext) -> None:
+        runs.append((f"ping {job.seq}", ctx.priority))
+
+    worker = Worker(h.backend, h.queues, [greet, Handler(Ping, ping)], clock=h.clock)
+    running = start(worker, h)
+    # ALPHA's max_priority is 10; BETA has no priorities.
+    inject(h, ALPHA, json.dumps(envelope_dict(priority=11, payload={"name": "11"})).encode())
+    inject(h, ALPHA, json.dumps(envelope_dict(priority=10, payload={"name": "10"})).encode())
+    on_beta = envelope_dict(queue=BETA, job_type=Ping.NAME, priority=1, payload={"seq": 1})
+    inject(h, BETA, json.dumps(on_beta).encode())
+    inject(h, BETA, json.dumps({**on_beta, "priority": 0, "payload": {"seq": 0}}).encode())
+
+    h.wait_for(lambda: bool(h.backend.dead_letters(ALPHA)) and bool(h.backend.dead_letters(BETA)))
+    h.wait_for(lambda: len(runs) == 2)
+    [on_alpha] = h.backend.dead_letters(ALPHA)
+    assert (
+        on_alpha.reason == f"envelope priority 11 is above the max_priority of queue {ALPHA!r} (10)"
+    )
+    assert on_alpha.envelope.payload == {"name": "11"}
+    [no_priorities] = h.backend.dead_letters(BETA)
+    assert no_priorities.reason == (
+        f"envelope priority 1 on queue {BETA!r}, which has no priorities (send 0)"
+    )
+    assert sorted(runs) == [("10", 10), ("ping 0", 0)], "the ones within the limit run"
+    stop_cleanly(running)

@@ -1,15 +1,12 @@
-"""The admin connection: topology and dead-letter tools, one caller at a time.
+"""The admin connection: topology and counting, one caller at a time.
 
 Owns: a ``BlockingConnection`` behind a lock (to the first node of a cluster that
 answers, see :mod:`.nodes`) for declaring queues and the delay ladder (with the end of
-the ladder's alternate exchange, :func:`declare_end_of_ladder`), counting (a queue that
-does not exist counts as None, not an error: :func:`inspect`), and listing, requeueing,
-deleting and purging dead letters (the unroutable queue's too); reading a dead letter
-back (:func:`dead_letter_of`), whatever its body and headers hold.
-Must never: lose or reorder a dead letter while listing it (everything taken is given
-back with one multiple nack), hide one (a body that is not an envelope is listed with a
-preview, a header that cannot be read shows as unknown), or be used for the job path
-(publishing and consuming have connections of their own).
+the ladder's alternate exchange, :func:`declare_end_of_ladder`) and counting (a queue
+that does not exist counts as None, not an error: :func:`inspect`). The dead-letter
+tools run on it too (:mod:`.dead_letters`).
+Must never: be used for the job path (publishing and consuming have connections of
+their own).
 """
 
 from __future__ import annotations
@@ -26,19 +23,15 @@ from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
-    DeadLetter,
     Inspection,
     QueueCounts,
-    UndecodableDeadLetter,
 )
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.errors import connect_error, error_text, refused
 from queuey_core.backends.rabbitmq.nodes import Picker
-from queuey_core.backends.rabbitmq.publisher import properties
-from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, ConfigError, DecodeError, UnknownQueueError
-from queuey_core.text import ascii_printable, body_preview, message_handle
+from queuey_core.backends.rabbitmq.pika_compat import nowait_channel, server_properties
+from queuey_core.errors import BackendError, ConfigError
+from queuey_core.queues import QueueConfig, QueueKind
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +105,7 @@ class Admin:
                 self._conn = self._nodes.blocking_connection()
             except (pika.exceptions.AMQPError, OSError) as exc:  # OSError: DNS, for one
                 raise connect_error(exc, self._where) from exc
-            version = self._conn._impl.server_properties.get("version", b"")
+            version = server_properties(self._conn).get("version", b"")
             self.server_version = version.decode() if isinstance(version, bytes) else str(version)
         return self._conn
 
@@ -130,6 +123,49 @@ class Admin:
     def close(self) -> None:
         with self._lock:
             self._drop()
+
+
+def declare_queues(admin: Admin, queues: Sequence[QueueConfig], *, ladder: bool) -> None:
+    """Declare ``queues`` with their dead-letter queues (and the delay ladder if
+    ``ladder``), in one batch; ConfigError when one exists with other settings."""
+    version = admin.server_version
+    major = int(version.split(".")[0] or 0) if version else 0
+    for q in queues:
+        if q.kind is QueueKind.QUORUM and q.max_priority is not None and 0 < major < 4:
+            raise ConfigError(
+                f"queue {q.name!r}: quorum queues on RabbitMQ {version} do "
+                'not support priorities; drop max_priority or use kind = "classic"'
+            )
+
+    if ladder:
+        declare_end_of_ladder(admin)
+    # A quorum queue's dead letters are quorum too (replicated, as its jobs are), but a
+    # dead-letter queue an earlier version made classic is kept as it is.
+    quorum = [q for q in queues if q.kind is QueueKind.QUORUM]
+    existing = admin.existing([q.dead_letter_queue for q in quorum]) if quorum else set()
+
+    def work(ch: BlockingChannel) -> None:
+        declares = Declares()
+        if ladder:
+            declare_ladder(declares)
+        for q in queues:
+            if q.dead_letter_queue not in existing:
+                declares.queue_declare(
+                    q.dead_letter_queue,
+                    durable=True,
+                    arguments=topology.dead_letter_queue_arguments(q.kind),
+                )
+            declares.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
+            declares.queue_bind(q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name))
+        declares.send(ch)
+
+    try:
+        admin.run(work)
+    except ConfigError as exc:
+        names = ", ".join(q.name for q in queues)
+        raise ConfigError(
+            f"{exc} (declaring {names}: a queue exists with other settings?)"
+        ) from exc
 
 
 def declare_end_of_ladder(admin: Admin) -> bool:
@@ -292,7 +328,7 @@ class Declares:
         *ahead, (method, args, kwargs) = self._calls
         # pika's own channel under the blocking one: a call without a callback is sent
         # nowait, written out with the last call's request.
-        nowait = ch if self._wait_each else ch._impl
+        nowait = ch if self._wait_each else nowait_channel(ch)
         for name, ahead_args, ahead_kwargs in ahead:
             getattr(nowait, name)(*ahead_args, **ahead_kwargs)
         getattr(ch, method)(*args, **kwargs)
@@ -309,98 +345,3 @@ def declare_ladder(declares: Declares) -> None:
         name = topology.delay_name(level)
         declares.queue_bind(name, name, topology.level_binding(level, "1"))
         declares.exchange_bind(topology.next_hop(level), name, topology.level_binding(level, "0"))
-
-
-def get_all(
-    ch: BlockingChannel, dlq: str, limit: int | None, *, give_back: bool = True
-) -> list[tuple[int, AnyDeadLetter]]:
-    """Every message of ``dlq`` (up to ``limit``), held unacked; given back unless told not.
-
-    Each comes with its delivery tag, in queue order; a position handle counts from 1.
-    """
-    got: list[tuple[int, AnyDeadLetter]] = []
-    last_tag: int | None = None
-    while limit is None or len(got) < limit:
-        method, props, body = ch.basic_get(dlq, auto_ack=False)
-        if method is None:
-            break
-        last_tag = method.delivery_tag
-        got.append((method.delivery_tag, dead_letter_of(props, body, len(got) + 1)))
-    if give_back and last_tag is not None:
-        ch.basic_nack(last_tag, multiple=True, requeue=True)
-    return got
-
-
-def requeue(ch: BlockingChannel, queue: str, wanted: set[str] | None) -> int:
-    """Move dead letters of ``queue`` (those in ``wanted``, or all) back to be run, at
-    attempt 1; each is confirmed on its queue before it is removed. Returns how many.
-
-    A dead letter goes back to ``queue``; one of the unroutable queue to the queue its
-    envelope names, if that exists now (else it stays). Bodies that are not envelopes
-    stay (they would be refused again); so does everything else, in order.
-    """
-    ch.confirm_delivery()
-    unroutable = queue == topology.UNROUTABLE
-    chosen = [
-        (tag, d)
-        for tag, d in get_all(ch, topology.holding_queue(queue), None, give_back=False)
-        if isinstance(d, DeadLetter) and (wanted is None or str(d.envelope.job_id) in wanted)
-    ]
-    moved: list[int] = []
-    for tag, dead in chosen:
-        fresh = dead.envelope.fresh()
-        target = fresh.queue if unroutable else queue
-        try:
-            ch.basic_publish("", target, fresh.encode(), properties(fresh), mandatory=True)
-        except pika.exceptions.UnroutableError as exc:
-            if not unroutable:
-                raise UnknownQueueError(queue) from exc
-            continue  # its queue still does not exist: it stays where it is
-        moved.append(tag)
-    for tag in moved:
-        ch.basic_ack(tag)
-    ch.basic_recover(requeue=True)  # everything else back, in order
-    return len(moved)
-
-
-def dead_letter_of(props: BasicProperties, body: bytes, position: int) -> AnyDeadLetter:
-    """What a message of a dead-letter queue is, read without trusting any of it."""
-    headers = props.headers if isinstance(props.headers, dict) else {}
-    reason = _reason(headers)
-    dead_at = _millis(headers.get(topology.DEAD_AT_HEADER))
-    try:
-        envelope = Envelope.decode(body)
-    except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
-        error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
-        handle = message_handle(props.message_id) or f"#{position}"
-        return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
-    return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
-
-
-def _reason(headers: dict[str, Any]) -> str:
-    """Our reason header; else RabbitMQ's x-death reason; else "unknown"."""
-    reason = _text(headers.get(topology.REASON_HEADER))
-    if reason is not None:
-        return reason
-    deaths = headers.get("x-death")
-    if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict):
-        why = _text(deaths[0].get("reason"))
-        if why is not None:
-            return f"dead-lettered by RabbitMQ ({why})"
-    return "unknown"
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if not isinstance(value, str):
-        return None
-    return ascii_printable(value, topology.MAX_REASON)
-
-
-def _millis(value: object) -> int | None:
-    """A time header in ms since the epoch, or None when it is not a plausible one."""
-    # pika reads 64-bit integers as its own int subclass: take any int but a bool.
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**53:
-        return None
-    return int(value)

@@ -1,7 +1,12 @@
-"""RabbitMQBackend: the Backend protocol on RabbitMQ, joining the links together.
+"""RabbitMQBackend: the Backend protocol and its capabilities on RabbitMQ, a facade.
 
-Owns: the backend's connections (created on first use), routing a publish straight to
-its queue or onto the delay ladder, and the Backend protocol's methods.
+Owns: routing a publish straight to its queue or onto the delay ladder, the queues it
+declared, the consumer link and the control links (made on first use), and closing
+everything. The rest is one room each: connection parameters (:mod:`.connection`),
+the direct-or-link publishing choice (:mod:`.publishing`), dead letters
+(:mod:`.dead_letters`), declaring and counting on the admin connection (:mod:`.admin`),
+the control channel (:mod:`.control`), schedules (:mod:`.schedule_state`,
+:mod:`.election`).
 Must never: publish a delayed message for a queue it has not declared (it would vanish
 at the end of the ladder), or wait on the broker without a time bound.
 """
@@ -10,21 +15,15 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import socket
 import ssl
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, NoReturn, TypeVar
+from typing import TypeVar
 
-import pika
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
-from pika.spec import BasicProperties
 
-from queuey_core import __version__
 from queuey_core.backends.base import Sink
 from queuey_core.backends.capabilities import (
     AnyDeadLetter,
@@ -34,58 +33,39 @@ from queuey_core.backends.capabilities import (
     Inspectable,
     Inspection,
     PublishesEncoded,
+    Republishes,
     SupportsControl,
     SupportsSchedules,
 )
 from queuey_core.backends.rabbitmq import control, topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
-    Declares,
-    declare_end_of_ladder,
-    declare_ladder,
-    get_all,
+    declare_queues,
     inspect,
-    requeue,
 )
-from queuey_core.backends.rabbitmq.confirms import (
-    Deadline,
-    raise_for,
-    settle,
-    wait_for,
+from queuey_core.backends.rabbitmq.connection import ConnectionPlan
+from queuey_core.backends.rabbitmq.consumer import ConsumerLink
+from queuey_core.backends.rabbitmq.dead_letters import (
+    RabbitDeadLetters,
+    dead_letter_pub,
+    raw_dead_letter_pub,
 )
-from queuey_core.backends.rabbitmq.consumer import ConsumerLink, RabbitSubscription
-from queuey_core.backends.rabbitmq.direct import Direct, DirectPublisher
 from queuey_core.backends.rabbitmq.election import RabbitElection
-from queuey_core.backends.rabbitmq.link import Link, LinkStatus, Result
-from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
-from queuey_core.backends.rabbitmq.publisher import (
-    Pub,
-    PublisherLink,
-    check_encodable,
-    properties,
-    pub_for,
-)
+from queuey_core.backends.rabbitmq.link import Link
+from queuey_core.backends.rabbitmq.messages import Pub, properties
+from queuey_core.backends.rabbitmq.publishing import Publishing
+from queuey_core.backends.rabbitmq.result import LinkStatus, Result
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
+from queuey_core.backends.rabbitmq.subscription import RabbitSubscription
 from queuey_core.envelope import EncodedEnvelope, Envelope
-from queuey_core.errors import (
-    BackendError,
-    ConfigError,
-    EnqueueUnknownError,
-    NotEnqueuedError,
-    PublishFailure,
-    UnroutableError,
-)
-from queuey_core.queues import QueueConfig, QueueKind
-from queuey_core.urls import redact
+from queuey_core.errors import BackendError, UnroutableError
+from queuey_core.queues import QueueConfig
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-
-#: Messages handed to the publisher's thread at a time by publish_many.
-_CHUNK = 200
 
 
 class RabbitMQBackend(
@@ -94,6 +74,7 @@ class RabbitMQBackend(
     SupportsControl,
     SupportsSchedules,
     PublishesEncoded,
+    Republishes,
     ConnectionReporting,
 ):
     """The production backend. See the module docstring for how it uses the broker.
@@ -136,29 +117,29 @@ class RabbitMQBackend(
         server_name: str | None = None,
         shuffle: bool = True,
     ) -> None:
-        self._urls = as_urls(url)
-        self._nodes = Nodes(self._urls, shuffle=shuffle)
-        self.where = self._nodes.where
-        self._heartbeat = heartbeat
-        self._connect_timeout = connect_timeout
-        self._recovery_timeout = recovery_timeout
+        self._plan = ConnectionPlan(
+            url,
+            heartbeat=heartbeat,
+            connect_timeout=connect_timeout,
+            recovery_timeout=recovery_timeout,
+            publish_timeout=publish_timeout,
+            ssl_context=ssl_context,
+            server_name=server_name,
+            shuffle=shuffle,
+        )
+        self.where = self._plan.where
         self.publish_timeout = publish_timeout
         self.settle_timeout = settle_timeout
-        self._ssl_context = ssl_context
-        self._server_name = server_name
-        admin = self._picker("admin")  # a bad URL fails here, before any connection
+        admin = self._plan.picker("admin")  # a bad URL fails here, before any connection
         self._lock = threading.Lock()
-        self._publisher: PublisherLink | None = None
         self._consumer: ConsumerLink | None = None
         self._controls: list[control.ControlLink] = []
         self._declared: dict[str, QueueConfig] = {}
         self._ladder_declared = False
         self._closed = False
         self._admin = Admin(admin)
-        # The caller's deadline bounds a direct publish, blocked or not.
-        direct = self._picker("direct publisher", blocked_timeout=False)
-        self._direct = DirectPublisher(direct, heartbeat)
-        self._republished_before = 0
+        self._dead_letters = RabbitDeadLetters(self._admin)
+        self._publishing = Publishing(self._plan, publish_timeout=publish_timeout)
         self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
 
     @property
@@ -170,45 +151,7 @@ class RabbitMQBackend(
 
     def declare(self, queues: Sequence[QueueConfig]) -> None:
         """See :meth:`Backend.declare`."""
-        major = int(self.server_version.split(".")[0] or 0) if self.server_version else 0
-        for q in queues:
-            if q.kind is QueueKind.QUORUM and q.max_priority is not None and 0 < major < 4:
-                raise ConfigError(
-                    f"queue {q.name!r}: quorum queues on RabbitMQ {self.server_version} do "
-                    'not support priorities; drop max_priority or use kind = "classic"'
-                )
-
-        if not self._ladder_declared:
-            declare_end_of_ladder(self._admin)
-        # A quorum queue's dead letters are quorum too (replicated, as its jobs are), but a
-        # dead-letter queue an earlier version made classic is kept as it is.
-        quorum = [q for q in queues if q.kind is QueueKind.QUORUM]
-        existing = self._admin.existing([q.dead_letter_queue for q in quorum]) if quorum else set()
-
-        def work(ch: BlockingChannel) -> None:
-            declares = Declares()
-            if not self._ladder_declared:
-                declare_ladder(declares)
-            for q in queues:
-                if q.dead_letter_queue not in existing:
-                    declares.queue_declare(
-                        q.dead_letter_queue,
-                        durable=True,
-                        arguments=topology.dead_letter_queue_arguments(q.kind),
-                    )
-                declares.queue_declare(q.name, durable=True, arguments=topology.queue_arguments(q))
-                declares.queue_bind(
-                    q.name, topology.DELIVER_EXCHANGE, topology.deliver_binding(q.name)
-                )
-            declares.send(ch)
-
-        try:
-            self._admin.run(work)
-        except ConfigError as exc:
-            names = ", ".join(q.name for q in queues)
-            raise ConfigError(
-                f"{exc} (declaring {names}: a queue exists with other settings?)"
-            ) from exc
+        declare_queues(self._admin, queues, ladder=not self._ladder_declared)
         self._ladder_declared = True
         for q in queues:
             self._declared[q.name] = q
@@ -225,7 +168,7 @@ class RabbitMQBackend(
         """
         exchange, routing_key = self._route(envelope.queue, delay)
         pub = Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
-        self._send([pub])
+        self._publishing.send([pub])
 
     def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
         """See :class:`PublishesEncoded`: :meth:`publish_many` of bodies already encoded."""
@@ -241,35 +184,8 @@ class RabbitMQBackend(
         """
         if not items:
             return
-        deadline = self._deadline()
         routes = [self._route(envelope.queue, delay) for envelope, delay in items]
-        link = self._handing_to_link(
-            lambda: [Pub("", "", b"", None, envelope.job_id) for envelope, _ in items], deadline
-        )
-        pubs: list[Pub] = []
-        # Hand them over in chunks as they are encoded, so encoding overlaps the broker's
-        # confirms; wait for every confirm only at the end.
-        for start in range(0, len(items), _CHUNK):
-            chunk = [
-                pub_for(exchange, routing_key, envelope)
-                for (envelope, _), (exchange, routing_key) in zip(
-                    items[start : start + _CHUNK], routes[start : start + _CHUNK], strict=True
-                )
-            ]
-            pubs.extend(chunk)
-            try:
-                link.publish(chunk)
-            except BackendError as exc:
-                # The link died (or the backend closed) meanwhile: the rest is not sent.
-                rest = [
-                    Pub(ex, rk, b"", None, env.job_id)
-                    for (env, _), (ex, rk) in zip(
-                        items[start + _CHUNK :], routes[start + _CHUNK :], strict=True
-                    )
-                ]
-                handed = pubs[: len(pubs) - len(chunk)]
-                self._refused_by_link(handed, [*chunk, *rest], exc, deadline, link)
-        wait_for(pubs, deadline, link, self.where)
+        self._publishing.send_many(items, routes)
 
     @property
     def republished(self) -> int:
@@ -277,9 +193,7 @@ class RabbitMQBackend(
 
         Each may be on the broker twice, with the same job id (duplicates, never losses).
         """
-        with self._lock:
-            link, before = self._publisher, self._republished_before
-        return before + (link.republished if link is not None else 0)
+        return self._publishing.republished
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
@@ -293,13 +207,7 @@ class RabbitMQBackend(
         ``queue`` is the queue the envelope was delivered from (by default the one it
         names). Raises before anything is sent if the message could not be encoded.
         """
-        where = envelope.queue if queue is None else queue
-        headers = topology.dead_letter_headers(
-            reason, queue=where, attempt=envelope.attempt, dead_at=int(time.time() * 1000)
-        )
-        props = properties(envelope, headers)
-        pub = Pub("", topology.dead_letter_name(where), envelope.encode(), props)
-        self._send([check_encodable(pub)])
+        self._publishing.send([dead_letter_pub(envelope, reason, queue=queue)])
 
     def publish_raw_dead_letter(
         self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
@@ -309,9 +217,7 @@ class RabbitMQBackend(
         Nothing of the original message but its body (and a printable message id) is
         kept, and every header is plain ASCII: this publish cannot fail on content.
         """
-        headers = topology.dead_letter_headers(reason, queue=queue, dead_at=int(time.time() * 1000))
-        props = BasicProperties(delivery_mode=2, message_id=message_id, headers=headers)
-        self._send([check_encodable(Pub("", topology.dead_letter_name(queue), bytes(body), props))])
+        self._publishing.send([raw_dead_letter_pub(queue, body, reason, message_id=message_id)])
 
     def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
         """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
@@ -331,47 +237,25 @@ class RabbitMQBackend(
             raise sub.start_error
         return sub
 
+    # -- dead letters (DeadLetterTools; see dead_letters.py) ------------------------------
+
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`.
-
-        Takes the messages unacked, then gives them all back with one multiple nack, so
-        nothing is lost or reordered. Messages that are not queuey envelopes are listed
-        as :class:`UndecodableDeadLetter`.
-        """
-
-        def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
-            return [d for _, d in get_all(ch, topology.holding_queue(queue), limit)]
-
-        return self._admin.run(work)
+        """See :meth:`RabbitDeadLetters.list_dead_letters`."""
+        return self._dead_letters.list_dead_letters(queue, limit=limit)
 
     def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`DeadLetterTools.requeue_dead_letters`: confirmed on ``queue`` before removal.
-
-        Undecodable messages are never requeued (they would be dead-lettered again).
-        ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
-        names, if that exists now.
-        """
-        wanted = None if job_ids is None else set(job_ids)
-        return self._admin.run(lambda ch: requeue(ch, queue, wanted))
+        """See :meth:`RabbitDeadLetters.requeue_dead_letters`."""
+        return self._dead_letters.requeue_dead_letters(queue, job_ids)
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
-        wanted = set(handles)
-
-        def work(ch: BlockingChannel) -> int:
-            got = get_all(ch, topology.holding_queue(queue), None, give_back=False)
-            doomed = [tag for tag, d in got if d.handle in wanted]
-            for tag in doomed:
-                ch.basic_ack(tag)
-            ch.basic_recover(requeue=True)
-            return len(doomed)
-
-        return self._admin.run(work)
+        """See :meth:`RabbitDeadLetters.delete_dead_letters`."""
+        return self._dead_letters.delete_dead_letters(queue, handles)
 
     def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`DeadLetterTools.purge_dead_letters`."""
-        frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
-        return int(frame.method.message_count)
+        """See :meth:`RabbitDeadLetters.purge_dead_letters`."""
+        return self._dead_letters.purge_dead_letters(queue)
+
+    # -- counting (Inspectable, and for tests) -------------------------------------------
 
     def queue_counts(self, queue: str) -> tuple[int, int]:
         """``(ready messages, consumers)`` of ``queue``, as RabbitMQ reports them."""
@@ -415,7 +299,7 @@ class RabbitMQBackend(
         with self._lock:
             if self._closed:
                 raise BackendError("the RabbitMQ backend is closed")
-            args = self._link_args("control")
+            args = self._plan.link_args("control")
             args["recovery_timeout"] = math.inf
             link = control.ControlLink(handler, **args, patient=True)
             self._controls.append(link)
@@ -431,15 +315,15 @@ class RabbitMQBackend(
     def schedule_state(self) -> RabbitScheduleState:
         """See :meth:`SupportsSchedules.schedule_state`: last-value queues on the broker,
         on a connection of its own."""
-        return RabbitScheduleState(self._urls, connect_timeout=self._connect_timeout)
+        return RabbitScheduleState(self._plan.urls, connect_timeout=self._plan.connect_timeout)
 
     def election(self, *, heartbeat: int) -> RabbitElection:
         """See :meth:`SupportsSchedules.election`: a candidate on a connection of its own."""
         return RabbitElection(
-            self._urls,
+            self._plan.urls,
             heartbeat=heartbeat,
-            connect_timeout=self._connect_timeout,
-            recovery_timeout=self._recovery_timeout,
+            connect_timeout=self._plan.connect_timeout,
+            recovery_timeout=self._plan.recovery_timeout,
         )
 
     def is_closed(self) -> bool:
@@ -453,13 +337,12 @@ class RabbitMQBackend(
             if self._closed:
                 return
             self._closed = True
-            links: list[Link] = [
-                link for link in (self._consumer, self._publisher) if link is not None
-            ]
-            links += self._controls
-        for link in links:
+            consumer, controls = self._consumer, list(self._controls)
+        if consumer is not None:
+            consumer.close()
+        self._publishing.close()
+        for link in controls:
             link.close()
-        self._direct.close()
         self._admin.close()
 
     # -- internals ---------------------------------------------------------------------
@@ -473,76 +356,6 @@ class RabbitMQBackend(
                 f"{what}: RabbitMQ did not answer within {self.settle_timeout:g}s"
             ) from None
 
-    def _deadline(self) -> Deadline:
-        return Deadline(self.publish_timeout, self._recovery_timeout)
-
-    def _send(self, pubs: list[Pub]) -> None:
-        """Publish ``pubs`` and wait for their confirms, all under one deadline."""
-        deadline = self._deadline()
-        if self.is_closed():
-            self._handing_to_link(lambda: pubs, deadline)  # raises
-        if len(pubs) == 1 and self._direct_is_worth_it():
-            try:
-                how = self._direct.try_publish(pubs[0], deadline)
-            except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                error = exc
-                raise_for(pubs, lambda _pub: error)
-            if how is Direct.CONFIRMED:
-                return
-            # Not sent, or sent and lost with its connection: the link (re)publishes it.
-            pubs[0].sent = how is Direct.LOST
-        link = self._handing_to_link(lambda: pubs, deadline)
-        try:
-            link.publish(pubs)
-        except BackendError as exc:
-            self._refused_by_link([], pubs, exc, deadline, link)
-        wait_for(pubs, deadline, link, self.where)
-
-    def _direct_is_worth_it(self) -> bool:
-        """Whether a lone publish should try the caller's own connection first.
-
-        Not while the publisher link has no connection (the broker is away: the direct
-        connection would fail too, maybe only after a connect timeout) or is blocked.
-        """
-        link = self._publisher
-        return link is None or (link.is_up and not link.blocked)
-
-    def _handing_to_link(self, pubs: Callable[[], list[Pub]], deadline: Deadline) -> PublisherLink:
-        """The publisher link, watched by ``deadline``; on a closed backend, raise for
-        the messages ``pubs`` gives (none was sent)."""
-        try:
-            link = self._publisher_link()
-        except BackendError as exc:
-            never = NotEnqueuedError(str(exc), reason=PublishFailure.CLOSED)
-            lost = EnqueueUnknownError(str(exc), reason=PublishFailure.CLOSED)
-            raise_for(pubs(), lambda pub: lost if pub.sent else never)
-        deadline.watch(link)
-        return link
-
-    def _refused_by_link(
-        self,
-        handed: list[Pub],
-        unsent: list[Pub],
-        error: BackendError,
-        deadline: Deadline,
-        link: PublisherLink,
-    ) -> NoReturn:
-        """Raise for a call whose ``unsent`` messages the link would not take (it died, or
-        the backend closed). It fails everything it held (``handed``) as it goes."""
-        handed_outcome = settle(handed, deadline, link, self.where)
-        reason = PublishFailure.CLOSED if self.is_closed() else PublishFailure.UNREACHABLE
-        never = NotEnqueuedError(str(error), reason=reason)
-        # Sent on the direct connection, lost with it, and now not republished.
-        lost = EnqueueUnknownError(str(error), reason=PublishFailure.LOST)
-        refused = {id(pub) for pub in unsent}
-
-        def outcome(pub: Pub) -> BaseException | None:
-            if id(pub) in refused:
-                return lost if pub.sent else never
-            return handed_outcome(pub)
-
-        raise_for([*handed, *unsent], outcome)
-
     def _route(self, queue: str, delay: float | None) -> tuple[str, str]:
         ms = topology.delay_ms(delay) if delay else 0
         if ms == 0:
@@ -554,72 +367,14 @@ class RabbitMQBackend(
             )
         return topology.TOP_EXCHANGE, topology.delay_routing_key(ms, queue)
 
-    def _picker(self, role: str, *, blocked_timeout: bool = True) -> Picker:
-        """A connection's way through the nodes, with its parameters for each node.
-
-        Without ``blocked_timeout``, a connection blocked by the broker (an alarm) is held
-        rather than torn down after a while: the caller's deadline bounds its waits.
-        """
-        return self._nodes.picker(lambda url: self._params_for(url, role, blocked_timeout))
-
-    def _params_for(self, url: str, role: str, blocked_timeout: bool) -> pika.ConnectionParameters:
-        try:
-            params = pika.URLParameters(url)
-        except Exception as exc:
-            # The message of a URL error may quote the URL: keep the password out.
-            raise ConfigError(f"invalid broker URL {redact(url)!r}") from exc
-        params.heartbeat = self._heartbeat
-        if blocked_timeout:
-            params.blocked_connection_timeout = max(self.publish_timeout, 30.0)
-        params.connection_attempts = 1
-        params.socket_timeout = self._connect_timeout
-        params.client_properties = {"connection_name": f"queuey {role} {_whoami()}"}
-        if params.ssl_options is not None:  # amqps://
-            if self._ssl_context is None:
-                self._ssl_context = ssl.create_default_context()
-            # pika's own default names no server, and a verifying context needs one.
-            params.ssl_options = pika.SSLOptions(
-                self._ssl_context, self._server_name or params.host
-            )
-        elif self._ssl_context is not None:
-            raise ConfigError(
-                f"an SSL context was given for {redact(url)!r}: TLS needs an amqps:// URL"
-            )
-        return params
-
-    def _publisher_link(self) -> PublisherLink:
-        with self._lock:
-            if self._closed:
-                raise BackendError("the RabbitMQ backend is closed")
-            if self._publisher is None or self._publisher.is_dead:
-                if self._publisher is not None:
-                    self._republished_before += self._publisher.republished
-                # The broker was reached when this backend was made: a publisher that
-                # cannot connect is facing an outage, and waits for it as long as a lost
-                # connection would. A blocked connection is held, not torn down: the
-                # caller's deadline bounds the wait (see confirms.Deadline).
-                args = self._link_args("publisher", blocked_timeout=False)
-                self._publisher = PublisherLink(**args, patient=True)
-                self._publisher.start(wait=False)
-            return self._publisher
-
     def _consumer_link(self) -> ConsumerLink:
         with self._lock:
             if self._closed:
                 raise BackendError("the RabbitMQ backend is closed")
             if self._consumer is None or self._consumer.is_dead:
-                self._consumer = ConsumerLink(**self._link_args("consumer"))
+                self._consumer = ConsumerLink(**self._plan.link_args("consumer"))
                 self._consumer.start()
             return self._consumer
-
-    def _link_args(self, role: str, *, blocked_timeout: bool = True) -> dict[str, Any]:
-        return {
-            "nodes": self._picker(role, blocked_timeout=blocked_timeout),
-            "name": role,
-            "where": self.where,
-            "connect_timeout": self._connect_timeout,
-            "recovery_timeout": self._recovery_timeout,
-        }
 
     # -- observability -----------------------------------------------------------------
 
@@ -627,11 +382,6 @@ class RabbitMQBackend(
         """The consumer and publisher connections opened so far, by role: their state,
         reconnections and I/O thread (for health checks and metrics; never blocks)."""
         with self._lock:
-            links = {"consumer": self._consumer, "publisher": self._publisher}
+            consumer = self._consumer
+        links: dict[str, Link | None] = {"consumer": consumer, "publisher": self._publishing.link}
         return {role: link.status() for role, link in links.items() if link is not None}
-
-
-def _whoami() -> str:
-    """Who opens a connection, for the management UI: the machine, the process (read
-    at each call: a forked child is another process), the version."""
-    return f"host={socket.gethostname()} pid={os.getpid()} v={__version__}"

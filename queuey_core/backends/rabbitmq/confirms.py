@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import NoReturn
 
-from queuey_core.backends.rabbitmq.publisher import Pub, PublisherLink
+from queuey_core.backends.rabbitmq.messages import Pub
+from queuey_core.backends.rabbitmq.publisher import PublisherLink
 from queuey_core.errors import (
     EnqueueUnknownError,
     NotEnqueuedError,

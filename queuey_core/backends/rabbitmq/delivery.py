@@ -25,11 +25,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from pika.channel import Channel
 
 from queuey_core.backends.capabilities import EarlyAck
+from queuey_core.backends.rabbitmq.acks import Unsettled
+from queuey_core.backends.rabbitmq.result import Result
 from queuey_core.envelope import Envelope
 from queuey_core.errors import (
     BackendError,
@@ -39,8 +41,61 @@ from queuey_core.errors import (
 )
 from queuey_core.text import ascii_error_text, ascii_printable
 
-if TYPE_CHECKING:
-    from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
+T = TypeVar("T")
+
+
+class Republisher(Protocol):
+    """What a delivery needs of its backend: publishing its replacement or its dead
+    letter, and waiting for the consumer link (RabbitMQBackend is one)."""
+
+    @property
+    def settle_timeout(self) -> float:
+        """How long a settle waits for the consumer link's thread."""
+
+    def wait(self, future: Result[T], what: str) -> T:
+        """``future``'s result, as a BackendError if it takes over ``settle_timeout``."""
+
+    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
+        """Publish a retry or deferral (confirmed)."""
+
+    def publish_dead_letter(
+        self, envelope: Envelope, reason: str, *, queue: str | None = None
+    ) -> None:
+        """Publish ``envelope`` to the dead-letter queue of ``queue`` (confirmed)."""
+
+    def publish_raw_dead_letter(
+        self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
+    ) -> None:
+        """Publish ``body`` as it is to the dead-letter queue of ``queue`` (confirmed)."""
+
+
+class Source(Protocol):
+    """What a delivery needs of the subscription that received it (:mod:`.subscription`)."""
+
+    @property
+    def queue(self) -> str:
+        """The queue consumed: where the delivery is settled."""
+
+    @property
+    def backend(self) -> Republisher:
+        """The backend, for replacements and dead letters."""
+
+    @property
+    def unsettled(self) -> Unsettled:
+        """The current channel's unsettled delivery tags."""
+
+    def is_current(self, ch: Channel) -> bool:
+        """Whether ``ch`` is the subscription's current channel."""
+
+    def call(self, op: Callable[[], None]) -> Result[None]:
+        """Run ``op`` on the consumer link's thread."""
+
+    def ack(self, channel: Channel, tag: int) -> Result[None]:
+        """Ack ``tag`` on ``channel`` soon; the result says once it is sent."""
+
+    def ack_soon(self, channel: Channel, tag: int, failed: Callable[[BackendError], None]) -> None:
+        """Ack without waiting: only ``failed`` hears of a failure."""
+
 
 #: Why a settle for a delivery of a closed channel is refused.
 STALE = (
@@ -58,7 +113,7 @@ class _Message:
 
     def __init__(
         self,
-        sub: RabbitSubscription,
+        sub: Source,
         channel: Channel,
         tag: int,
         body: bytes,
@@ -93,11 +148,11 @@ class _Message:
             if settles:
                 self._sub.unsettled.settled(self._tag)
 
-        self._sub.backend.wait(self._sub.link.call(run), "settle")
+        self._sub.backend.wait(self._sub.call(run), "settle")
 
     def _ack(self) -> None:
         """Ack on the delivering channel; the link may coalesce it with others."""
-        self._sub.backend.wait(self._sub.link.ack(self._sub, self._channel, self._tag), "settle")
+        self._sub.backend.wait(self._sub.ack(self._channel, self._tag), "settle")
 
     def _poison(self, reason: str, error: str) -> None:
         """Move the message to its dead-letter queue by a path that cannot fail on content.
@@ -153,7 +208,7 @@ class RabbitDelivery(_Message, EarlyAck):
 
     def __init__(
         self,
-        sub: RabbitSubscription,
+        sub: Source,
         channel: Channel,
         tag: int,
         envelope: Envelope,
@@ -200,7 +255,7 @@ class RabbitDelivery(_Message, EarlyAck):
         redelivers the message as it would after a refused :meth:`ack`.
         """
         self._claim()
-        self._sub.link.ack_soon(self._sub, self._channel, self._tag, failed)
+        self._sub.ack_soon(self._channel, self._tag, failed)
 
     def dead_letter(self, reason: str) -> None:
         """See :class:`Delivery`."""

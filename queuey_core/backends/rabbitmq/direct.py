@@ -22,8 +22,14 @@ import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.confirms import Deadline
+from queuey_core.backends.rabbitmq.messages import REFUSALS, Pub, check_encodable
 from queuey_core.backends.rabbitmq.nodes import Picker
-from queuey_core.backends.rabbitmq.publisher import REFUSALS, Pub, check_encodable
+from queuey_core.backends.rabbitmq.pika_compat import (
+    call_later,
+    on_blocked_now,
+    remove_timeout,
+    terminate_stream,
+)
 from queuey_core.errors import (
     EnqueueUnknownError,
     NotEnqueuedError,
@@ -99,10 +105,10 @@ class DirectPublisher:
     ) -> Direct:
         # pika's BlockingChannel waits for a confirm without a time limit: a timer on the
         # connection's own loop ends the wait by tearing the connection down.
-        loop = conn._impl.ioloop
-        timer = loop.call_later(
+        timer = call_later(
+            conn,
             max(0.0, deadline.budget_end - time.monotonic()),
-            lambda: conn._impl._terminate_stream(_DeadlinePassed()),
+            lambda: terminate_stream(conn, _DeadlinePassed()),
         )
         try:
             channel.basic_publish(
@@ -136,7 +142,7 @@ class DirectPublisher:
             self._drop()
             return Direct.LOST
         finally:
-            loop.remove_timeout(timer)
+            remove_timeout(conn, timer)
         self._last_used = time.monotonic()
         return Direct.CONFIRMED
 
@@ -154,8 +160,7 @@ class DirectPublisher:
                 self._conn = pika.BlockingConnection(params)
                 self._blocked = False
                 # Called by pika as soon as the frame arrives, even inside a publish.
-                self._conn._impl.add_on_connection_blocked_callback(self._on_blocked)
-                self._conn._impl.add_on_connection_unblocked_callback(self._on_unblocked)
+                on_blocked_now(self._conn, self._on_blocked, self._on_unblocked)
                 self._channel = self._conn.channel()
                 self._channel.confirm_delivery()
             except (pika.exceptions.AMQPError, OSError):

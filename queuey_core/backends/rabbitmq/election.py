@@ -36,8 +36,9 @@ import pika.exceptions
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
-from queuey_core.backends.rabbitmq.link import Link, Result
+from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.nodes import Nodes, Picker, as_urls
+from queuey_core.backends.rabbitmq.result import Result
 from queuey_core.errors import BackendError, ConfigError, QueueyError
 from queuey_core.urls import redact
 

@@ -34,7 +34,13 @@ def connect_error(error: BaseException, where: str) -> BackendError:
     problem = tls_problem(error)
     if problem is not None:
         return BackendError(f"TLS with RabbitMQ at {where} failed: {problem}")
-    return BackendError(f"cannot reach RabbitMQ at {where}: {root_cause(error)}")
+    return BackendError(f"cannot reach RabbitMQ at {where}: {root_cause(error)}; {NO_SERVER}")
+
+
+#: Said whenever RabbitMQ cannot be reached: queuey never falls back to a file on its
+#: own (a worker whose broker is briefly down must not take jobs from somewhere else),
+#: so the way to run without a server is a URL to choose.
+NO_SERVER = 'to run without a server, set [broker] url = "sqlite:///queuey.db"'
 
 
 def _chain(error: BaseException) -> list[BaseException]:

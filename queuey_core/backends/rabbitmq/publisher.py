@@ -5,9 +5,9 @@ confirmed, republishing what the broker had not confirmed after a recovery (and 
 it: :attr:`PublisherLink.republished`), holding messages back while the broker blocks
 publishers, knowing of each message whether it was ever handed to the connection
 (:attr:`Pub.sent`), mapping a broker's return (``mandatory``) or nack to an error for that
-one message (and moving to a fresh channel after a nack), the AMQP properties every queuey
-message carries, and marshalling each batch's frames itself (byte for byte what pika's
-``basic_publish`` writes, in one write).
+one message (and moving to a fresh channel after a nack), and writing each batch's frames
+in one write (marshalled by :mod:`.frames`, written through :mod:`.pika_compat`). The
+message itself and its properties are :mod:`.messages`'.
 Must never: report a message as published before the broker confirmed it; report one as
 not enqueued once it was handed to the connection; send (or republish) a message its
 sender gave up on; drop a message silently; let a message that cannot be encoded fail
@@ -17,22 +17,20 @@ anything but itself.
 from __future__ import annotations
 
 import collections
-import functools
 import logging
-import struct
 import threading
-import uuid
 from typing import Any
 
 import pika
 import pika.exceptions
-from pika import frame, spec
 from pika.channel import Channel
 from pika.spec import Basic, BasicProperties
 
 from queuey_core.backends.rabbitmq.errors import error_text, root_cause
-from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, Result, refused_access
-from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.backends.rabbitmq.frames import FRAME_OVERHEAD, publish_frames, publish_method
+from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT, Link, refused_access
+from queuey_core.backends.rabbitmq.messages import REFUSALS, Pub
+from queuey_core.backends.rabbitmq.pika_compat import write_frames
 from queuey_core.errors import (
     BackendError,
     EnqueueUnknownError,
@@ -43,69 +41,8 @@ from queuey_core.errors import (
 
 logger = logging.getLogger(__name__)
 
-#: A frame's type, channel, size and end octet around its payload.
-FRAME_OVERHEAD = spec.FRAME_HEADER_SIZE + spec.FRAME_END_SIZE
-
 #: Marshalled Basic.Publish methods a link keeps (one per channel, exchange and key).
 _METHODS_KEPT = 1024
-
-_FRAME = struct.Struct(">BHI")
-_CONTENT = struct.Struct(">HxxQ")
-_END = bytes([spec.FRAME_END])
-_TIMESTAMP = struct.Struct(">Q")
-
-#: Channel-closing replies that refuse the publish that caused them (no such exchange,
-#: access refused, precondition failed such as a message too large).
-REFUSALS = {403, 404, 406}
-
-
-class Pub:
-    """One message on its way to the broker, and the future its sender waits on."""
-
-    __slots__ = (
-        "body",
-        "exchange",
-        "future",
-        "given_up",
-        "header",
-        "job_id",
-        "message_id",
-        "props",
-        "returned",
-        "routing_key",
-        "sent",
-    )
-
-    def __init__(
-        self,
-        exchange: str,
-        routing_key: str,
-        body: bytes,
-        props: BasicProperties | None,
-        job_id: uuid.UUID | None = None,
-        *,
-        header: bytes | None = None,
-        message_id: str | None = None,
-    ) -> None:
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.body = body
-        self.props = props
-        self.job_id = job_id
-        #: The properties already encoded (:func:`encoded_properties`), for a message
-        #: built without ``props``; only the publisher link sends such a message.
-        self.header = header
-        #: What a return (``mandatory``) is matched by: the properties' message id.
-        self.message_id = message_id if props is None else props.message_id
-        self.future: Result[None] = Result()
-        self.returned: str | None = None
-        #: Handed to a connection at least once: it may be on the broker.
-        self.sent = False
-        #: Its sender stopped waiting: it is never sent (or republished) from then on.
-        self.given_up = False
-
-    def fail(self, error: BaseException) -> None:
-        self.future.fail(error)
 
 
 class PublisherLink(Link):
@@ -203,21 +140,20 @@ class PublisherLink(Link):
             self._next_tag += 1
         if frames:
             # Through pika's own output, which counts the bytes its heartbeat checker reads.
-            conn._output_marshaled_frames([b"".join(frames)])
+            write_frames(conn, b"".join(frames))
 
     def _frames(self, number: int, body_max: int, pub: Pub) -> bytes:
         """``pub`` as pika's ``basic_publish`` (mandatory) would marshal it, in one piece."""
         key = (number, pub.exchange, pub.routing_key)
         method = self._methods.get(key)
         if method is None:
-            publish = Basic.Publish(
-                exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True
-            )
-            method = frame.Method(number, publish).marshal()
+            method = publish_method(number, pub.exchange, pub.routing_key)
             if len(self._methods) >= _METHODS_KEPT:
                 self._methods.clear()
             self._methods[key] = method
-        return publish_frames(number, body_max, method, pub)
+        return publish_frames(
+            number, body_max, method, pub.body, props=pub.props, header=pub.header
+        )
 
     def on_open(self, conn: Any) -> None:
         self.blocked = False
@@ -404,129 +340,3 @@ class PublisherLink(Link):
 
     def on_closing_while_down(self) -> None:
         self.on_closing()
-
-
-def properties(
-    envelope: Envelope | EncodedEnvelope, headers: dict[str, Any] | None = None
-) -> BasicProperties:
-    return BasicProperties(
-        content_type="application/json",
-        delivery_mode=2,  # persistent
-        priority=envelope.priority or None,
-        message_id=str(envelope.job_id),
-        type=envelope.job_type,
-        timestamp=envelope.enqueued_at // 1000,
-        headers=headers,
-    )
-
-
-def pub_for(exchange: str, routing_key: str, envelope: Envelope | EncodedEnvelope) -> Pub:
-    """The message of ``envelope``; one already encoded skips building pika's properties."""
-    if isinstance(envelope, EncodedEnvelope):
-        try:
-            header = encoded_properties(envelope)
-        except ValueError:
-            # A name or priority AMQP cannot carry (the producer's checks rule them
-            # out): pika's properties, which the link fails alone, not the whole batch.
-            pass
-        else:
-            return Pub(
-                exchange,
-                routing_key,
-                envelope.body,
-                None,
-                envelope.job_id,
-                header=header,
-                message_id=envelope.message_id,
-            )
-    return Pub(exchange, routing_key, envelope.encode(), properties(envelope), envelope.job_id)
-
-
-def publish_frames(number: int, body_max: int, method: bytes, pub: Pub) -> bytes:
-    """The frames of ``pub`` on channel ``number`` after its marshalled ``method``.
-
-    Byte for byte what pika's ``Connection._send_message`` writes (a test compares):
-    the content header, then the body in frames of at most ``body_max`` bytes.
-    """
-    body = pub.body
-    if pub.header is not None:
-        header = pub.header
-    elif pub.props is not None:
-        header = b"".join(pub.props.encode())
-    else:
-        header = b"".join(BasicProperties().encode())
-    size = len(body)
-    parts = [
-        method,
-        _FRAME.pack(spec.FRAME_HEADER, number, len(header) + _CONTENT.size),
-        _CONTENT.pack(BasicProperties.INDEX, size),
-        header,
-        _END,
-    ]
-    for start in range(0, size, body_max):
-        piece = body[start : start + body_max]
-        parts += (_FRAME.pack(spec.FRAME_BODY, number, len(piece)), piece, _END)
-    return b"".join(parts)
-
-
-def encoded_properties(envelope: EncodedEnvelope) -> bytes:
-    """What :func:`properties` encodes to for ``envelope`` (no headers), built faster.
-
-    ``enqueue_many``'s hot path: a batch shares everything but the message id and the
-    timestamp, so those are spliced between parts encoded once per job type and priority.
-    """
-    before, after = _property_parts(envelope.job_type, envelope.priority)
-    return b"".join(
-        (
-            before,
-            envelope.message_id.encode(),
-            _TIMESTAMP.pack(envelope.enqueued_at // 1000),
-            after,
-        )
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _property_parts(job_type: str, priority: int) -> tuple[bytes, bytes]:
-    """The encoded properties of a job type and priority around the id and timestamp."""
-    flags = 0
-    for flag in (
-        BasicProperties.FLAG_CONTENT_TYPE,
-        BasicProperties.FLAG_DELIVERY_MODE,
-        BasicProperties.FLAG_MESSAGE_ID,
-        BasicProperties.FLAG_TIMESTAMP,
-        BasicProperties.FLAG_TYPE,
-    ):
-        flags |= flag
-    if priority:
-        flags |= BasicProperties.FLAG_PRIORITY
-    before = struct.pack(">H", flags) + _shortstr("application/json") + bytes([2])
-    if priority:
-        before += bytes([priority])
-    # A message id is a UUID's 36 characters.
-    return before + bytes([36]), _shortstr(job_type)
-
-
-def _shortstr(value: str) -> bytes:
-    data = value.encode("utf-8")
-    if len(data) > 255:
-        raise ValueError(f"a short string is at most 255 bytes: {value[:40]!r}...")
-    return bytes([len(data)]) + data
-
-
-def check_encodable(pub: Pub) -> Pub:
-    """``pub``, once pika is known to frame it; NotEnqueuedError if it could not.
-
-    Checked before anything is sent: a frame that cannot be built must fail its sender,
-    never a connection's shared thread.
-    """
-    try:
-        if pub.props is not None:
-            pub.props.encode()
-        Basic.Publish(exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True).encode()
-    except Exception as exc:
-        raise NotEnqueuedError(
-            f"the message could not be encoded for AMQP: {error_text(exc)}",
-            reason=PublishFailure.UNENCODABLE,
-        ) from exc
-    return pub

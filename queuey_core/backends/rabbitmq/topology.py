@@ -79,6 +79,15 @@ def delay_routing_key(ms: int, queue: str) -> str:
     return ".".join(bits) + "." + queue
 
 
+def queue_of_delay_key(routing_key: str) -> str | None:
+    """The queue a delay routing key ends with (:func:`delay_routing_key`), or None if
+    ``routing_key`` is not one."""
+    words = routing_key.split(".", DELAY_LEVELS)
+    if len(words) <= DELAY_LEVELS or any(w not in ("0", "1") for w in words[:DELAY_LEVELS]):
+        return None
+    return words[DELAY_LEVELS] or None
+
+
 def level_binding(level: int, bit: str) -> str:
     """The topic pattern matching keys whose bit for ``level`` is ``bit``."""
     return "*." * (DELAY_LEVELS - 1 - level) + bit + ".#"

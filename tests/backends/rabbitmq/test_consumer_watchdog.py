@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queuey_core.backends.rabbitmq.consumer import RabbitSubscription
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
+from queuey_core.backends.rabbitmq.subscription import RabbitSubscription
 from queuey_core.queues import QueueConfig
 from tests import pika_fakes
 

@@ -16,12 +16,13 @@ from pika import frame
 from pika.spec import Basic
 from pika.spec import BasicProperties
 
-from queuey_core.backends.rabbitmq.publisher import FRAME_OVERHEAD
-from queuey_core.backends.rabbitmq.publisher import Pub
-from queuey_core.backends.rabbitmq.publisher import encoded_properties
-from queuey_core.backends.rabbitmq.publisher import properties
-from queuey_core.backends.rabbitmq.publisher import pub_for
-from queuey_core.backends.rabbitmq.publisher import publish_frames
+from queuey_core.backends.rabbitmq.frames import FRAME_OVERHEAD
+from queuey_core.backends.rabbitmq.frames import encoded_properties
+from queuey_core.backends.rabbitmq.frames import publish_frames
+from queuey_core.backends.rabbitmq.frames import publish_method
+from queuey_core.backends.rabbitmq.messages import Pub
+from queuey_core.backends.rabbitmq.messages import properties
+from queuey_core.backends.rabbitmq.messages import pub_for
 from queuey_core.envelope import EncodedEnvelope
 
 
@@ -49,6 +50,13 @@ def method_of(number: int, pub: Pub) -> bytes:
     publish = Basic.Publish(exchange=pub.exchange, routing_key=pub.routing_key, mandatory=True)
     marshalled: bytes = frame.Method(number, publish).marshal()
     return marshalled
+
+
+def our_frames(number: int, body_max: int, pub: Pub) -> bytes:
+    """What the publisher link writes for ``pub`` (its method as :func:`publish_method`)."""
+    method = publish_method(number, pub.exchange, pub.routing_key)
+    assert method == method_of(number, pub), "the publish method differs from pika's"
+    return publish_frames(number, body_max, method, pub.body, props=pub.props, header=pub.header)
 
 
 names = st.text(max_size=60).filter(lambda s: len(s.encode()) <= 255)
@@ -99,7 +107,7 @@ def test_the_frames_of_an_encoded_message_are_pikas(
     assert pub.props is None, "the hot path builds no pika properties"
     assert pub.header is not None, "the hot path encodes its properties up front"
     assert pub.message_id == str(envelope.job_id), "returns are matched by message id"
-    ours = publish_frames(number, body_max, method_of(number, pub), pub)
+    ours = our_frames(number, body_max, pub)
     assert ours == pika_frames(number, body_max, pub, properties(envelope)), (
         f"the frames of a {len(body)}-byte body split at {body_max} differ from pika's"
     )
@@ -116,7 +124,7 @@ def test_the_frames_of_a_message_with_pika_properties_are_pikas(
 ) -> None:
     props = BasicProperties(delivery_mode=2, message_id=message_id, headers=headers)
     pub = Pub("", "q.dlq", body, props, uuid.uuid4())
-    ours = publish_frames(7, body_max, method_of(7, pub), pub)
+    ours = our_frames(7, body_max, pub)
     assert ours == pika_frames(7, body_max, pub, props)
 
 
@@ -124,7 +132,7 @@ def test_a_body_is_split_as_pika_splits_it_under_the_default_frame_max() -> None
     body_max = 131072 - FRAME_OVERHEAD  # RabbitMQ's default frame_max
     envelope = EncodedEnvelope(uuid.uuid4(), "big", "q", 0, 1_700_000_000_000, b"x" * 300_000)
     pub = pub_for("", "q", envelope)
-    ours = publish_frames(1, body_max, method_of(1, pub), pub)
+    ours = our_frames(1, body_max, pub)
     assert ours == pika_frames(1, body_max, pub, properties(envelope))
     assert ours.count(b"\x03\x00\x01") >= 3, "a 300 kB body takes three body frames"
 

@@ -16,11 +16,11 @@ import pika
 from pika.spec import Basic
 
 from queuey_core.backends.rabbitmq.link import ANSWER_TIMEOUT
+from queuey_core.backends.rabbitmq.messages import Pub
+from queuey_core.backends.rabbitmq.messages import pub_for
 from queuey_core.backends.rabbitmq.nodes import Nodes
 from queuey_core.backends.rabbitmq.nodes import Picker
-from queuey_core.backends.rabbitmq.publisher import Pub
 from queuey_core.backends.rabbitmq.publisher import PublisherLink
-from queuey_core.backends.rabbitmq.publisher import pub_for
 from queuey_core.envelope import Envelope
 from queuey_core.errors import NotEnqueuedError
 from queuey_core.errors import PublishFailure

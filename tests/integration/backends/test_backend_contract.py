@@ -1,20 +1,18 @@
-"""The Backend contract: one set of tests, run on MemoryBackend and on RabbitMQ.
+"""The Backend contract: one set of tests, run on every backend of tests/backend_kinds.py
+(in memory, a SQLite file, RabbitMQ; a new backend joins with one line there, see
+docs/backends.md).
 
-In memory, time is a ManualClock advanced while polling; on RabbitMQ it is real, so the
-delays here are a few seconds at most.
+In memory and on SQLite, time is a ManualClock advanced while polling; on RabbitMQ it is
+real, so the delays here are a few seconds at most.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
-from typing import Any
 
-import pika
 import pytest
 
 from queuey_core import BackendError
@@ -23,14 +21,13 @@ from queuey_core import ConsumerEnded
 from queuey_core import ConsumerStoppedError
 from queuey_core import DeadLetter
 from queuey_core import Delivery
-from queuey_core import Envelope
-from queuey_core import ManualClock
-from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
+from queuey_core import Subscription
 from queuey_core import UnroutableError
-from queuey_core.backends.rabbitmq import RabbitMQBackend
+from tests.backend_kinds import BackendKind
+from tests.backend_kinds import ContractEnv
+from tests.backend_kinds import backend_params
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL
 
 _names = itertools.count()
 
@@ -67,76 +64,20 @@ class Collector:
             }
 
 
-class Env:
-    """A backend under contract, with its notion of time."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.run = uuid.uuid4().hex[:8]
-        self.made: list[str] = []
-        self.clock = ManualClock()
-        self.backend: Any
-        if kind == "memory":
-            self.backend = MemoryBackend(clock=self.clock)
-        else:
-            self.backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-
-    def queue(self, **kwargs: Any) -> QueueConfig:
-        config = QueueConfig(f"contract.{self.run}.{next(_names)}", **kwargs)
-        self.backend.declare([config])
-        self.made.append(config.name)
-        return config
-
-    def now(self) -> float:
-        return self.clock.monotonic() if self.kind == "memory" else time.monotonic()
-
-    def wait_until(self, cond: Callable[[], bool], timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                raise AssertionError("condition was never met")
-            if self.kind == "memory":
-                self.clock.advance(0.05)
-            time.sleep(0.005)
-
-    def pending(self, queue: str) -> int:
-        if self.kind == "memory":
-            return int(self.backend.pending(queue))
-        return int(self.backend.queue_counts(queue)[0])
-
-    def envelope(self, config: QueueConfig, name: str, priority: int = 0) -> Envelope:
-        return Envelope(
-            job_id=uuid.uuid4(),
-            job_type="contract.job",
-            queue=config.name,
-            priority=priority,
-            enqueued_at=int(time.time() * 1000),
-            payload={"name": name},
-        )
-
-    def close(self) -> None:
-        self.backend.close()
-        if self.kind == "rabbitmq":
-            conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-            ch = conn.channel()
-            for name in self.made:
-                ch.queue_delete(name)
-                ch.queue_delete(f"{name}.dlq")
-            conn.close()
-
-
-@pytest.fixture(params=["memory", pytest.param("rabbitmq", marks=pytest.mark.integration)])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    if request.param == "rabbitmq":
+@pytest.fixture(params=backend_params())
+def env(request: pytest.FixtureRequest) -> Iterator[ContractEnv]:
+    """A backend under contract: one of tests/backend_kinds.py's, fresh for the test."""
+    kind: BackendKind = request.param
+    if kind.needs_broker:
         require_broker()
-    e = Env(request.param)
+    e = kind.contract_env()
     try:
         yield e
     finally:
         e.close()
 
 
-def test_a_published_envelope_is_delivered_intact(env: Env) -> None:
+def test_a_published_envelope_is_delivered_intact(env: ContractEnv) -> None:
     q = env.queue(prefetch=1)
     sent = env.envelope(q, "ada")
     env.backend.publish(sent)
@@ -150,7 +91,7 @@ def test_a_published_envelope_is_delivered_intact(env: Env) -> None:
     assert env.pending(q.name) == 0
 
 
-def test_higher_priorities_first_and_fifo_within_a_level(env: Env) -> None:
+def test_higher_priorities_first_and_fifo_within_a_level(env: ContractEnv) -> None:
     q = env.queue(prefetch=0, max_priority=10)
     for name, prio in [("a0", 0), ("b5", 5), ("c0", 0), ("d9", 9), ("e5", 5)]:
         env.backend.publish(env.envelope(q, name, prio))
@@ -161,7 +102,7 @@ def test_higher_priorities_first_and_fifo_within_a_level(env: Env) -> None:
     sub.close()
 
 
-def test_a_long_delay_never_holds_back_a_short_one(env: Env) -> None:
+def test_a_long_delay_never_holds_back_a_short_one(env: ContractEnv) -> None:
     q = env.queue(prefetch=0)
     start = env.now()
     env.backend.publish(env.envelope(q, "long"), delay=2.5)
@@ -178,7 +119,7 @@ def test_a_long_delay_never_holds_back_a_short_one(env: Env) -> None:
     sub.close()
 
 
-def test_a_deferral_comes_back_at_top_priority_ahead_of_the_backlog(env: Env) -> None:
+def test_a_deferral_comes_back_at_top_priority_ahead_of_the_backlog(env: ContractEnv) -> None:
     q = env.queue(prefetch=1, max_priority=10)
     env.backend.publish(env.envelope(q, "limited"))
     got = Collector(env.now)
@@ -203,7 +144,7 @@ def test_a_deferral_comes_back_at_top_priority_ahead_of_the_backlog(env: Env) ->
     sub.close()
 
 
-def test_a_retry_comes_back_later_with_the_next_attempt_at_priority_zero(env: Env) -> None:
+def test_a_retry_comes_back_later_with_the_next_attempt_at_priority_zero(env: ContractEnv) -> None:
     q = env.queue(prefetch=1, max_priority=10)
     env.backend.publish(env.envelope(q, "flaky", priority=7))
     got = Collector(env.now)
@@ -221,7 +162,7 @@ def test_a_retry_comes_back_later_with_the_next_attempt_at_priority_zero(env: En
     sub.close()
 
 
-def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: Env) -> None:
+def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: ContractEnv) -> None:
     q = env.queue(prefetch=0)
     sent = [env.envelope(q, f"j{i}") for i in range(4)]
     for e in sent:
@@ -260,13 +201,21 @@ def test_dead_letters_are_listed_without_loss_then_requeued_and_purged(env: Env)
     assert env.backend.list_dead_letters(q.name) == []
 
 
-def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
-    q = env.queue(prefetch=2)
-    for i in range(5):
+def full_prefetch(
+    env: ContractEnv, q: QueueConfig, *, published: int
+) -> tuple[Collector, Subscription]:
+    """``published`` jobs j0, j1 ... on ``q``, consumed until its prefetch is used up."""
+    for i in range(published):
         env.backend.publish(env.envelope(q, f"j{i}"))
     got = Collector(env.now)
     sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    env.wait_until(lambda: len(got.deliveries()) == q.prefetch)
+    return got, sub
+
+
+def test_prefetch_limits_unsettled_deliveries(env: ContractEnv) -> None:
+    q = env.queue(prefetch=2)
+    got, sub = full_prefetch(env, q, published=5)
     env.wait_until(lambda: env.pending(q.name) == 3)
     assert got.names() == ["j0", "j1"]
     got.deliveries()[0].ack()
@@ -275,13 +224,9 @@ def test_prefetch_limits_unsettled_deliveries(env: Env) -> None:
     sub.close()
 
 
-def test_closing_a_subscription_gives_unsettled_deliveries_back(env: Env) -> None:
+def test_closing_a_subscription_gives_unsettled_deliveries_back(env: ContractEnv) -> None:
     q = env.queue(prefetch=2)
-    for i in range(3):
-        env.backend.publish(env.envelope(q, f"j{i}"))
-    got = Collector(env.now)
-    sub = env.backend.consume(q, got)
-    env.wait_until(lambda: len(got.deliveries()) == 2)
+    got, sub = full_prefetch(env, q, published=3)
     sub.close()
     env.wait_until(lambda: env.pending(q.name) == 3)
     with pytest.raises(BackendError):
@@ -293,7 +238,7 @@ def test_closing_a_subscription_gives_unsettled_deliveries_back(env: Env) -> Non
     sub.close()
 
 
-def test_a_delivery_settles_once(env: Env) -> None:
+def test_a_delivery_settles_once(env: ContractEnv) -> None:
     q = env.queue(prefetch=1)
     env.backend.publish(env.envelope(q, "once"))
     got = Collector(env.now)
@@ -305,7 +250,7 @@ def test_a_delivery_settles_once(env: Env) -> None:
     sub.close()
 
 
-def test_publishing_to_an_unknown_queue_is_unroutable(env: Env) -> None:
+def test_publishing_to_an_unknown_queue_is_unroutable(env: ContractEnv) -> None:
     q = QueueConfig(f"contract.{env.run}.missing")
     with pytest.raises(UnroutableError):
         env.backend.publish(env.envelope(q, "lost"))
@@ -313,13 +258,13 @@ def test_publishing_to_an_unknown_queue_is_unroutable(env: Env) -> None:
         env.backend.publish(env.envelope(q, "lost"), delay=1)
 
 
-def test_a_conflicting_redeclaration_is_a_config_error(env: Env) -> None:
+def test_a_conflicting_redeclaration_is_a_config_error(env: ContractEnv) -> None:
     q = env.queue(max_priority=5)
     with pytest.raises(ConfigError):
         env.backend.declare([QueueConfig(q.name)])
 
 
-def test_a_held_message_survives_its_consumer_going_away(env: Env) -> None:
+def test_a_held_message_survives_its_consumer_going_away(env: ContractEnv) -> None:
     q = env.queue(prefetch=1)
     got = Collector(env.now)
     sub = env.backend.consume(q, got)
@@ -334,7 +279,7 @@ def test_a_held_message_survives_its_consumer_going_away(env: Env) -> None:
     sub.close()
 
 
-def test_closing_the_backend_ends_its_consumers(env: Env) -> None:
+def test_closing_the_backend_ends_its_consumers(env: ContractEnv) -> None:
     q = env.queue(prefetch=1)
     got = Collector(env.now)
     env.backend.consume(q, got)

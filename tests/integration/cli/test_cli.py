@@ -229,6 +229,14 @@ def enqueue_naps(config: Path, tmp_path: Path, n: int, seconds: float) -> None:
     subprocess.run(queuey(config, "enqueue", "nap", "--file", str(jobs)), check=True)
 
 
+def naps_and_a_worker(
+    config: Path, tmp_path: Path, total: int, seconds: float, *, concurrency: int
+) -> WorkerProcess:
+    """``total`` naps of ``seconds`` enqueued, then a worker started on them."""
+    enqueue_naps(config, tmp_path, total, seconds)
+    return WorkerProcess(config, "--concurrency", str(concurrency))
+
+
 def test_a_subprocess_enqueue_prints_the_job_id_and_bad_input_exits_2(config: Path) -> None:
     ok = finished(queuey(config, "enqueue", "greet", '{"name": "ada"}'))
     assert ok.returncode == 0
@@ -244,8 +252,7 @@ def test_sigterm_in_the_middle_of_a_batch_leaves_every_job_acked_or_queued(
     config: Path, tmp_path: Path
 ) -> None:
     total = 60
-    enqueue_naps(config, tmp_path, total, 0.1)
-    worker = WorkerProcess(config, "--concurrency", "2")
+    worker = naps_and_a_worker(config, tmp_path, total, 0.1, concurrency=2)
     worker.wait_for("job succeeded", 6)
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.finish() == 0, "a graceful stop exits 0"
@@ -261,8 +268,7 @@ def test_a_second_signal_stops_at_once_and_the_broker_keeps_the_rest(
     config: Path, tmp_path: Path
 ) -> None:
     total = 20
-    enqueue_naps(config, tmp_path, total, 2.0)
-    worker = WorkerProcess(config, "--concurrency", "4")
+    worker = naps_and_a_worker(config, tmp_path, total, 2.0, concurrency=4)
     deadline = time.monotonic() + 20
     while counts("beta")[0] > total - 4:  # four naps taken: they run for 2 s each
         assert time.monotonic() < deadline, "the worker never took its jobs"

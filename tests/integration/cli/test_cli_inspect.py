@@ -10,13 +10,13 @@ from queuey_core.backends.base import ConsumerEnded
 from queuey_core.backends.base import Delivery
 from queuey_core.backends.capabilities import Inspection
 from queuey_core.backends.capabilities import QueueCounts
-from tests.integration.backends.test_backend_contract import Env
+from tests.backend_kinds import ContractEnv
 from tests.integration.backends.test_backend_contract import env
 
 __all__ = ["env"]  # the contract suite's fixture: each test runs on both backends
 
 
-def test_inspect_counts_declared_queues_and_gives_none_for_missing_ones(env: Env) -> None:
+def test_inspect_counts_declared_queues_and_gives_none_for_missing_ones(env: ContractEnv) -> None:
     config = env.queue(max_priority=5)
     for n in range(3):
         env.backend.publish(env.envelope(config, f"job {n}"))

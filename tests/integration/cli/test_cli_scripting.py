@@ -25,13 +25,14 @@ import pytest
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.publisher import properties
+from queuey_core.backends.rabbitmq.messages import properties
 from queuey_core.backends.rabbitmq.topology import dead_letter_headers
 from queuey_core.handlers import discover
 from tests import harness
 from tests.integration.broker import add_vhost
 from tests.integration.broker import own_vhost
 from tests.integration.broker import rabbitmqctl
+from tests.support import bash
 
 pytestmark = pytest.mark.integration
 
@@ -326,14 +327,8 @@ def test_watch_shows_a_broker_it_lost_and_carries_on_when_it_is_back(config: Pat
 
 def test_a_reader_that_goes_away_ends_the_watch_quietly(config: Path) -> None:
     # `queuey queues --watch | head -3`: once head has its lines, the watch has no reader.
-    done = subprocess.run(
-        ["bash", "-c", f"'{QUEUEY}' --config '{config}' queues --watch --interval 0.1 | head -3"],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
+    done = bash(
+        f"'{QUEUEY}' --config '{config}' queues --watch --interval 0.1 | head -3", timeout=120
     )
-    assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
     assert done.stderr == "", "no traceback, no 'unexpected failure'"

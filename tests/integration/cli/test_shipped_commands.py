@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import delete_queues
+from tests.integration.broker import clean_queues
 from tests.integration.processes import JsonLogProcess
 
 pytestmark = pytest.mark.integration
@@ -39,10 +38,8 @@ def environment() -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def fresh_queues() -> Iterator[None]:
-    require_broker()
-    delete_queues("alpha", "beta")
-    yield
-    delete_queues("alpha", "beta")
+    with clean_queues("alpha", "beta"):
+        yield
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -45,6 +45,7 @@ from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.harness import VHOST
 from tests.integration.broker import HOSTPORT
+from tests.integration.broker import clean_queues
 from tests.integration.broker import delete_queues
 from tests.integration.broker import list_json
 from tests.integration.broker import rabbitmqctl
@@ -67,11 +68,9 @@ class Work(Job):
 
 @pytest.fixture
 def queues() -> Iterator[QueueSet]:
-    require_broker()
-    delete_queues(QNAME)
-    backoff = Backoff(BackoffKind.FIXED, initial=0.1, max=0.1)
-    yield QueueSet([QueueConfig(QNAME, prefetch=10, retry=RetryPolicy(2, backoff))])
-    delete_queues(QNAME)
+    with clean_queues(QNAME):
+        backoff = Backoff(BackoffKind.FIXED, initial=0.1, max=0.1)
+        yield QueueSet([QueueConfig(QNAME, prefetch=10, retry=RetryPolicy(2, backoff))])
 
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -205,7 +204,8 @@ def test_readiness_follows_consuming_a_lost_connection_and_draining(
     rabbit = RabbitMQBackend(own_user, heartbeat=10, publish_timeout=20)
     metrics = WorkerMetrics()
     worker = Worker(rabbit, queues, [Handler(Work, handle)], hooks=[metrics])
-    server = MetricsServer(metrics, port=0, host="127.0.0.1").start()
+    # The page is read right after each change: no cache age (the cache is tested apart).
+    server = MetricsServer(metrics, port=0, host="127.0.0.1", max_age=0).start()
     base = f"http://127.0.0.1:{server.port}"
     running: Running | None = None
     try:

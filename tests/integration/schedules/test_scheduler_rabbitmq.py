@@ -209,6 +209,16 @@ def firings_in_queue() -> Counter[str]:
             ids[str(Envelope.decode(body).job_id)] += 1
 
 
+def each_tick_fired_once(*schedulers: Proc) -> None:
+    """The queue holds one job for every tick from the first any of them fired to the
+    last: none fired twice, none lost."""
+    fired = [tick for p in schedulers for tick in p.fired()]
+    ids = firings_in_queue()
+    assert ids, "nothing fired"
+    assert max(ids.values()) == 1, f"a tick fired twice: {ids.most_common(3)}"
+    assert set(ids) == expected_ids(min(fired), max(fired)), "every tick fired, none lost"
+
+
 def expected_ids(first: int, last: int) -> set[str]:
     return {str(firing_id(SCHEDULE, t)) for t in range(first, last + 1, 1000)}
 
@@ -226,6 +236,12 @@ def start_two(config: Path, procs: list[Proc]) -> tuple[Proc, Proc]:
     return a, b
 
 
+def takes_over(b: Proc, *, since: float, timeout: float) -> float:
+    """Wait until ``b`` leads: how long after ``since`` it said so."""
+    wait_until(b.leads, timeout=timeout, what="the waiting scheduler takes over")
+    return b.seen("now the leader")[0][0] - since
+
+
 def test_killing_the_leading_process_hands_over_and_no_tick_fires_twice(
     config: Path, procs: list[Proc]
 ) -> None:
@@ -235,17 +251,11 @@ def test_killing_the_leading_process_hands_over_and_no_tick_fires_twice(
     count = len(a.fired())
     wait_until(lambda: len(a.fired()) > count, what="a tick")
     a.proc.kill()
-    killed = time.monotonic()
-    wait_until(b.leads, timeout=10, what="the waiting scheduler takes over")
-    took = b.seen("now the leader")[0][0] - killed
+    took = takes_over(b, since=time.monotonic(), timeout=10)
     wait_until(lambda: len(b.fired()) >= 3, what="the new leader fires")
     assert b.stop() == 0
 
-    fired = a.fired() + b.fired()
-    ids = firings_in_queue()
-    assert ids, "nothing fired"
-    assert max(ids.values()) == 1, f"a tick fired twice: {ids.most_common(3)}"
-    assert set(ids) == expected_ids(min(fired), max(fired)), "every tick fired, none lost"
+    each_tick_fired_once(a, b)
     assert took < 3, f"hand-over took {took:.2f}s"
     print(f"hand-over after SIGKILL: {took * 1000:.0f} ms")
 
@@ -255,9 +265,7 @@ def test_a_frozen_leader_is_replaced_and_fires_nothing_when_it_wakes(
 ) -> None:
     a, b = start_two(config, procs)
     a.proc.send_signal(signal.SIGSTOP)
-    frozen = time.monotonic()
-    wait_until(b.leads, timeout=15, what="the waiting scheduler takes over")
-    took = b.seen("now the leader")[0][0] - frozen
+    took = takes_over(b, since=time.monotonic(), timeout=15)
     wait_until(lambda: len(b.fired()) >= 2, what="the new leader fires")
     before = len(a.fired())
     a.proc.send_signal(signal.SIGCONT)
@@ -267,10 +275,7 @@ def test_a_frozen_leader_is_replaced_and_fires_nothing_when_it_wakes(
     assert b.stop() == 0
     assert a.stop() == 0
 
-    fired = a.fired() + b.fired()
-    ids = firings_in_queue()
-    assert max(ids.values()) == 1, f"a tick fired twice: {ids.most_common(3)}"
-    assert set(ids) == expected_ids(min(fired), max(fired)), "every tick fired, none lost"
+    each_tick_fired_once(a, b)
     assert took < 8, f"hand-over after a freeze took {took:.2f}s (heartbeat 1s)"
     print(f"hand-over after SIGSTOP with a 1s heartbeat: {took:.1f} s")
 

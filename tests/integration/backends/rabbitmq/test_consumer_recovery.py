@@ -32,6 +32,8 @@ from tests.conftest import require_broker
 from tests.integration.broker import HOSTPORT
 from tests.integration.broker import rabbitmqctl
 
+pytestmark = pytest.mark.integration
+
 VHOST = "queuey-consumer-recovery" if harness.VHOST == "/" else f"{harness.VHOST}.recovery"
 URL = f"amqp://guest:guest@{HOSTPORT}/{urllib.parse.quote(VHOST, safe='')}"
 QUEUE = "recovering"
@@ -50,6 +52,13 @@ def vhost() -> Iterator[None]:
         yield
     finally:
         rabbitmqctl("delete_vhost", VHOST)
+
+
+@pytest.fixture
+def consumer_log(vhost: None, caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """The consumer's warnings, captured, in the tests' own virtual host."""
+    caplog.set_level(logging.WARNING, logger="queuey_core.backends.rabbitmq.consumer")
+    return caplog
 
 
 def declare() -> None:
@@ -128,18 +137,17 @@ def subscribed(recovery_timeout: float) -> tuple[RabbitMQBackend, queue.SimpleQu
 
 
 def test_a_refused_consume_is_tried_again_with_pauses_until_the_broker_serves_it(
-    vhost: None, caplog: pytest.LogCaptureFixture
+    consumer_log: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="queuey_core.backends.rabbitmq.consumer")
     backend, items = subscribed(recovery_timeout=60)
     try:
         allow(read="^$")  # basic.consume is refused (403) from now on
         kick()
-        assert until(lambda: reopenings(caplog) >= 2, 30), "refused twice"
-        before = reopenings(caplog)
+        assert until(lambda: reopenings(consumer_log) >= 2, 30), "refused twice"
+        before = reopenings(consumer_log)
         time.sleep(3)
         # The pauses grow 0.2, 0.5, 1, 2 s from here: a few in 3 s, never a hot loop.
-        assert reopenings(caplog) - before <= 6, reopenings(caplog) - before
+        assert reopenings(consumer_log) - before <= 6, reopenings(consumer_log) - before
         # The connection is open, yet nothing comes from the queue: health checks see it.
         status = backend.connection_status()["consumer"]
         assert (status.state, status.unanswered) == ("open", (QUEUE,))
@@ -151,13 +159,12 @@ def test_a_refused_consume_is_tried_again_with_pauses_until_the_broker_serves_it
 
 
 def test_a_queue_missing_after_a_recovery_is_asked_for_until_it_is_back(
-    vhost: None, caplog: pytest.LogCaptureFixture
+    consumer_log: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="queuey_core.backends.rabbitmq.consumer")
     backend, items = subscribed(recovery_timeout=60)
     try:
         delete_while_away()  # now it is answered 404, as a durable queue not yet recovered is
-        assert until(lambda: not_found(caplog) >= 2, 30), "asked again after a 404"
+        assert until(lambda: not_found(consumer_log) >= 2, 30), "asked again after a 404"
         assert next_item(items, 0) is None, "no ConsumerEnded: the queue may come back"
         declare()
         assert_consumes(backend, items, "back")

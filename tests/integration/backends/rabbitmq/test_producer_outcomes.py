@@ -25,13 +25,14 @@ from queuey_core import QueueSet
 from queuey_core import UnroutableError
 from queuey_core import job_id_for
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from queuey_core.backends.rabbitmq.publisher import Pub
-from queuey_core.backends.rabbitmq.publisher import properties
-from tests.conftest import require_broker
+from queuey_core.backends.rabbitmq.messages import Pub
+from queuey_core.backends.rabbitmq.messages import properties
 from tests.harness import AMQP_URL
 from tests.integration.broker import channel
+from tests.integration.broker import clean_queues
 from tests.integration.broker import delete_queues
 from tests.integration.broker import rabbitmqctl
+from tests.integration.broker import take_all
 from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
@@ -54,12 +55,10 @@ class Gone(Job):
 
 @pytest.fixture
 def rabbit() -> Iterator[RabbitMQBackend]:
-    require_broker()
-    delete_queues(HERE, GONE)
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-    yield backend
-    backend.close()
-    delete_queues(HERE, GONE)
+    with clean_queues(HERE, GONE):
+        backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
+        yield backend
+        backend.close()
 
 
 @pytest.fixture
@@ -69,13 +68,7 @@ def producer(rabbit: RabbitMQBackend) -> Producer:
 
 def taken(queue: str) -> list[tuple[str, Envelope]]:
     """Every message on ``queue`` as (message id, envelope), taken off it."""
-    found: list[tuple[str, Envelope]] = []
-    with channel() as ch:
-        while True:
-            method, props, body = ch.basic_get(queue, auto_ack=True)
-            if method is None:
-                return found
-            found.append((props.message_id, Envelope.decode(body)))
+    return [(props.message_id, Envelope.decode(body)) for props, body in take_all(queue)]
 
 
 def test_a_chosen_job_id_is_the_message_id_and_the_envelope_id(producer: Producer) -> None:
@@ -129,7 +122,7 @@ def test_a_message_that_cannot_be_encoded_fails_alone_and_the_publisher_goes_on(
     # in the backend (dead letters), and a future one must not take the link down.
     pubs, ids = bad_pubs(3)
     with pytest.raises(NotEnqueuedError) as caught:
-        rabbit._send(pubs)  # more than one: through the publisher link
+        rabbit._publishing.send(pubs)  # more than one: through the publisher link
     error = caught.value
     assert error.reason is PublishFailure.UNENCODABLE
     assert "could not be encoded for AMQP" in str(error)
@@ -139,7 +132,7 @@ def test_a_message_that_cannot_be_encoded_fails_alone_and_the_publisher_goes_on(
     env = Envelope.for_job(Here(n=0), enqueued_at=0)
     lone = Pub("", HERE, env.encode(), properties(env, {"x": object()}), env.job_id)
     with pytest.raises(NotEnqueuedError) as direct:
-        rabbit._send([lone])  # alone: on the caller's own connection
+        rabbit._publishing.send([lone])  # alone: on the caller's own connection
     assert direct.value.reason is PublishFailure.UNENCODABLE
     assert direct.value.not_enqueued == (env.job_id,)
 

@@ -1,9 +1,9 @@
 """The publisher link's own frames, as RabbitMQ reads them (in the test vhost).
 
-The link writes each batch's frames itself (tests/test_publish_frames.py holds them to
-pika's byte for byte); here the broker takes them: bodies larger than a frame, mixed
-job types and priorities in one batch, and every message's properties as a consumer
-sees them.
+The link writes each batch's frames itself (test_publish_frames.py, under
+tests/backends/rabbitmq/, holds them to pika's byte for byte); here the broker takes
+them: bodies larger than a frame, mixed job types and priorities in one batch, and
+every message's properties as a consumer sees them.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from queuey_core import Producer
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
-from tests.conftest import require_broker
 from tests.harness import AMQP_URL
-from tests.integration.broker import channel
-from tests.integration.broker import delete_queues
+from tests.integration.broker import clean_queues
+from tests.integration.broker import take_all
 from tests.integration.broker import unique
 
 pytestmark = pytest.mark.integration
@@ -46,24 +45,16 @@ class Ranked(Job):
 
 @pytest.fixture
 def producer() -> Iterator[Producer]:
-    require_broker()
-    delete_queues(PLAIN, RANKED)
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=20)
-    queues = QueueSet([QueueConfig(PLAIN), QueueConfig(RANKED, max_priority=5)])
-    yield Producer(backend, queues)
-    backend.close()
-    delete_queues(PLAIN, RANKED)
+    with clean_queues(PLAIN, RANKED):
+        backend = RabbitMQBackend(AMQP_URL, publish_timeout=20)
+        queues = QueueSet([QueueConfig(PLAIN), QueueConfig(RANKED, max_priority=5)])
+        yield Producer(backend, queues)
+        backend.close()
 
 
 def taken(queue: str) -> list[tuple[Any, Envelope]]:
     """Every message on ``queue`` as (properties, envelope), taken off it."""
-    found: list[tuple[Any, Envelope]] = []
-    with channel() as ch:
-        while True:
-            method, props, body = ch.basic_get(queue, auto_ack=True)
-            if method is None:
-                return found
-            found.append((props, Envelope.decode(body)))
+    return [(props, Envelope.decode(body)) for props, body in take_all(queue)]
 
 
 def test_a_batch_of_bodies_larger_than_a_frame_arrives_whole(producer: Producer) -> None:

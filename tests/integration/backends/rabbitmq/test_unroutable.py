@@ -128,6 +128,12 @@ def test_a_delayed_message_for_a_missing_queue_is_kept_and_shown(
     assert listed["job_id"] == str(sent.job_id)
     assert listed["dlq_of"] == topology.UNROUTABLE
     assert listed["queue"] == "nosuch"
+    assert listed["reason"] == (
+        "unroutable: queue 'nosuch' did not exist (or was not bound to queuey.delay.deliver) "
+        "when its delay ended"
+    ), "it says what happened, not 'dead-lettered by RabbitMQ (expired)'"
+    # x-death's time, in whole seconds: when it left the ladder, after it was sent.
+    assert sent.enqueued_at // 1000 * 1000 <= listed["dead_at"] <= time.time() * 1000
     code, out, err = _cli(config, "dlq", "list", "--json")
     assert code == 0, err
     assert [d["job_id"] for d in json.loads(out)] == [str(sent.job_id)], "listed by default too"

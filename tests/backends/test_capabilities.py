@@ -12,11 +12,12 @@ from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import EarlyAck
 from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.capabilities import Republishes
 from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.backends.capabilities import SupportsSchedules
 from queuey_core.backends.capabilities import acks_early
 from queuey_core.backends.capabilities import require
-from queuey_core.backends.memory import _MemoryDelivery
+from queuey_core.backends.memory_queue import MemoryDelivery
 from queuey_core.backends.open import OPENERS
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
@@ -30,7 +31,7 @@ def test_the_memory_backend_declares_what_it_provides() -> None:
     provided: tuple[type, ...] = (DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded)
     for capability in provided:
         assert isinstance(backend, capability), f"MemoryBackend provides {capability.__name__}"
-    for lacking in (SupportsSchedules, ConnectionReporting):
+    for lacking in (SupportsSchedules, ConnectionReporting, Republishes):
         assert not isinstance(backend, lacking), f"not {lacking.__name__}"
 
 
@@ -41,9 +42,10 @@ def test_the_rabbitmq_backend_declares_every_capability() -> None:
         SupportsControl,
         SupportsSchedules,
         PublishesEncoded,
+        Republishes,
         ConnectionReporting,
     ):
-        assert issubclass(RabbitMQBackend, capability), capability.__name__
+        assert capability in RabbitMQBackend.__mro__, f"declares {capability.__name__}"
 
 
 def test_require_returns_the_backend_when_it_has_the_capability() -> None:
@@ -62,7 +64,7 @@ def test_require_names_the_backend_the_capability_and_the_caller() -> None:
 
 def test_only_a_rabbitmq_delivery_acks_early() -> None:
     rabbit = RabbitDelivery.__new__(RabbitDelivery)
-    memory = _MemoryDelivery.__new__(_MemoryDelivery)
+    memory = MemoryDelivery.__new__(MemoryDelivery)
     assert isinstance(rabbit, EarlyAck)
     assert acks_early(rabbit)
     assert not isinstance(memory, EarlyAck)

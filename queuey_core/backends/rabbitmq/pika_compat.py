@@ -1,0 +1,97 @@
+"""Every use of a pika name pika does not document, each behind one small function.
+
+queuey relies on a few of pika's internals where the public API cannot do the job
+(the reasons are on each function). They are here, and only here, so that a pika
+release that changes one breaks one known place: test_pika_compat.py (under
+tests/backends/rabbitmq/; on a real broker, its twin under tests/integration/backends/rabbitmq/)
+fails with a message saying which behaviour changed. pika is pinned to the minor version the
+suite ran on (pyproject.toml); check this module before moving the pin.
+Must never: grow a use of pika's internals outside this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pika
+from pika.adapters.blocking_connection import BlockingChannel
+from pika.channel import Channel
+from pika.connection import Connection
+
+
+def _impl(conn: pika.BlockingConnection) -> Connection:
+    """The asynchronous connection under a ``BlockingConnection`` (pika's ``_impl``)."""
+    impl: Connection = conn._impl
+    return impl
+
+
+def server_properties(conn: pika.BlockingConnection) -> dict[str, Any]:
+    """What the broker announced when ``conn`` opened (its version, for one).
+
+    ``BlockingConnection`` does not expose the ``Connection.Start`` properties.
+    """
+    found: dict[str, Any] = _impl(conn).server_properties
+    return found
+
+
+def connected_params(conn: pika.BlockingConnection) -> pika.ConnectionParameters:
+    """The parameters ``conn`` connected with: which node of a list answered.
+
+    ``BlockingConnection`` tries a sequence of parameters and does not say which one won.
+    """
+    params: pika.ConnectionParameters = _impl(conn).params
+    return params
+
+
+def call_later(conn: pika.BlockingConnection, delay: float, callback: Callable[[], None]) -> Any:
+    """A timer on ``conn``'s own I/O loop that fires even while a blocking call waits
+    (``BlockingConnection.call_later`` fires only between calls); returns its handle,
+    for :func:`remove_timeout`."""
+    return _impl(conn).ioloop.call_later(delay, callback)
+
+
+def remove_timeout(conn: pika.BlockingConnection, handle: Any) -> None:
+    """Cancel a timer of :func:`call_later`."""
+    _impl(conn).ioloop.remove_timeout(handle)
+
+
+def terminate_stream(conn: pika.BlockingConnection, error: BaseException) -> None:
+    """Tear ``conn``'s socket down at once, as a lost connection: the blocking call in
+    progress raises ``error``.
+
+    pika has no public way to end a ``BasicPublish`` that waits for a confirm with no
+    time limit; a direct publish's deadline needs one.
+    """
+    _impl(conn)._terminate_stream(error)
+
+
+def on_blocked_now(
+    conn: pika.BlockingConnection,
+    blocked: Callable[[Any, Any], None],
+    unblocked: Callable[[Any, Any], None],
+) -> None:
+    """Hear ``Connection.Blocked`` / ``Unblocked`` as soon as the frame arrives, even in
+    the middle of a publish (``BlockingConnection``'s own callbacks wait until the
+    blocking call returns, which a blocked publish never does)."""
+    impl = _impl(conn)
+    impl.add_on_connection_blocked_callback(blocked)
+    impl.add_on_connection_unblocked_callback(unblocked)
+
+
+def nowait_channel(ch: BlockingChannel) -> Channel:
+    """The asynchronous channel under ``ch``: a call on it without a callback is sent
+    ``nowait`` and written out with the next blocking call's request (many declares in
+    one round trip). pika's ``BlockingChannel`` waits for every reply."""
+    impl: Channel = ch._impl
+    return impl
+
+
+def write_frames(conn: Connection, data: bytes) -> None:
+    """Write marshalled frames (:mod:`.frames`) on ``conn`` in one write, counted by
+    pika's heartbeat checker as its own writes are (``Connection._output_marshaled_frames``).
+
+    ``basic_publish`` marshals every frame through generic code and writes a message's
+    frames apart: the publisher link's batches are marshalled by hand and written here.
+    """
+    conn._output_marshaled_frames([data])

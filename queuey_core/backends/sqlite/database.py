@@ -1,0 +1,272 @@
+"""The file: one connection, its pragmas, the versioned schema, and errors in one line.
+
+Owns: opening a ``sqlite://`` file (WAL, busy timeout, synchronous), creating or
+checking the schema, the transactions every other module runs in, and turning every
+``sqlite3`` error into a :class:`SqliteError` whose message is one line naming the file
+and what to do. Must never: create a missing directory (a typo in a path would make a
+new empty queue somewhere), open a database of another program or of a newer queuey,
+or let a ``sqlite3`` exception out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+
+from queuey_core.backends.sqlite.options import SqliteOptions
+from queuey_core.backends.sqlite.schema import SCHEMA, SCHEMA_VERSION
+from queuey_core.errors import BackendError
+
+logger = logging.getLogger(__name__)
+
+#: RETURNING (3.35) makes a claim one statement.
+MIN_SQLITE = (3, 35, 0)
+
+
+class SqliteError(BackendError):
+    """The file refused an operation. ``maybe_committed`` when a commit was interrupted
+    and the write may or may not be in the file."""
+
+    def __init__(self, message: str, *, maybe_committed: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_committed = maybe_committed
+
+
+class Database:
+    """One connection to the file, shared by the threads of one backend under a lock.
+
+    SQLite serialises writers anyway; one connection keeps a process to one lock holder
+    and makes closing simple.
+    """
+
+    def __init__(self, options: SqliteOptions) -> None:
+        self.options = options
+        self.path = options.path
+        self._lock = threading.RLock()
+        self._closed = False
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise SqliteError(
+                f"the embedded backend needs SQLite {'.'.join(map(str, MIN_SQLITE))} or later; "
+                f"this Python has {sqlite3.sqlite_version}"
+            )
+        self._conn = self._open()
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``: the write lock at once, so that two
+        claimers never read the same best row); committed when the block ends.
+
+        Raises:
+            SqliteError: the file refused; ``maybe_committed`` when the commit itself was
+                interrupted.
+        """
+        with self._lock:
+            conn = self._usable()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self.error(exc) from None
+            try:
+                yield conn
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise self.error(exc) from None
+                raise
+            self._commit(conn)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: one consistent snapshot of the file."""
+        with self._lock:
+            conn = self._usable()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self.error(exc) from None
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (cheap: no disk read)."""
+        with self._lock:
+            try:
+                return int(self._usable().execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise self.error(exc) from None
+
+    def wal_signature(self) -> tuple[int, int, int] | None:
+        """The WAL file's inode, size and modification time: every commit of any process
+        writes to it, and a ``stat`` costs less than a statement (the idle worker's
+        look). None when it cannot be read."""
+        try:
+            st = os.stat(self.path + "-wal")
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def error(self, exc: sqlite3.Error) -> SqliteError:
+        """``exc`` as one line naming the file and what to do."""
+        return SqliteError(f"{self.path}: {explain(exc, self.options.busy_timeout)}")
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _usable(self) -> sqlite3.Connection:
+        if self._closed:
+            raise SqliteError("the backend is closed")
+        return self._conn
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # SQLite either still holds the transaction (busy) or rolled it back: the
+            # write is surely not in the file.
+            self._rollback()
+            raise self.error(exc) from None
+        except BaseException as exc:
+            # Interrupted while committing (a signal, an asynchronous exception): the
+            # commit ran or did not, and nothing here can tell.
+            self._rollback()
+            raise SqliteError(
+                f"{self.path}: interrupted while committing ({type(exc).__name__})",
+                maybe_committed=True,
+            ) from exc
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+
+    def _open(self) -> sqlite3.Connection:
+        path = self.path
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise SqliteError(f"{path}: directory {parent} does not exist (create it first)")
+        if os.path.isdir(path):
+            raise SqliteError(f"{path}: is a directory, not a database file")
+        # SQLite would only say "unable to open": it needs the -wal and -shm files too.
+        if not os.access(parent, os.W_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)
+        ):
+            raise SqliteError(f"{path}: {_READ_ONLY}")
+        try:
+            conn = sqlite3.connect(
+                path,
+                timeout=self.options.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self.error(exc) from None
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise SqliteError(f"{path}: cannot use WAL mode (journal_mode is {mode})")
+            conn.execute(f"PRAGMA synchronous={self.options.synchronous.upper()}")
+            _ensure_schema(conn, path)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self.error(exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Create the schema in an empty file; refuse another program's or a newer one.
+
+    A file with the schema is only read (a worker starting while another process
+    writes does not wait for the write lock); an empty one is created under it.
+    """
+    if _check_tables(conn, path):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _check_tables(conn, path):
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO queuey_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _check_tables(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the file has queuey's schema (False: it is empty); refuses the others."""
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if "queuey_schema" in tables:
+        version = conn.execute("SELECT max(version) FROM queuey_schema").fetchone()[0]
+        if version is None or version > SCHEMA_VERSION:
+            raise SqliteError(
+                f"{path}: written by a newer queuey (schema version {version}; this "
+                f"queuey reads up to {SCHEMA_VERSION}): upgrade queuey to use it"
+            )
+        return True
+    if tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise SqliteError(
+            f"{path}: is a database of another program (tables: {shown}); "
+            "give queuey a file of its own"
+        )
+    return False
+
+
+_READ_ONLY = (
+    "is read-only: queuey writes to the file and to its directory (for the -wal and -shm files)"
+)
+
+
+def explain(exc: sqlite3.Error, busy_timeout: float) -> str:
+    """What a ``sqlite3`` error means for a queuey file, in a few words, one line."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return (
+            f"locked by another process for more than {busy_timeout:g}s "
+            "(raise ?busy_timeout= in the URL, or find what holds it)"
+        )
+    if "not a database" in lowered:
+        return "is not a SQLite database; give queuey a file of its own"
+    if "readonly" in lowered or "read-only" in lowered:
+        return _READ_ONLY
+    if "disk is full" in lowered or "full" in lowered:
+        return "the disk is full (or the file reached its size limit): nothing was written"
+    if "unable to open" in lowered:
+        return "cannot be opened (check the path and the directory's permissions)"
+    if "disk i/o" in lowered:
+        return f"an I/O error from the disk ({text})"
+    if "malformed" in lowered or "corrupt" in lowered:
+        return f"is damaged ({text})"
+    return text

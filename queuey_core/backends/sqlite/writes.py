@@ -1,0 +1,289 @@
+"""Every write of the embedded backend that is more than one statement: declaring,
+publishing (with the producer's three outcomes), settling, burying, requeueing.
+
+Owns: turning envelopes into rows (the priority a queue can hold, the ``available_at``
+of a delay, in milliseconds of the injected clock) and a failed commit into the right
+publish error: surely not written (:class:`NotEnqueuedError`) or maybe written, when
+the commit itself was interrupted (:class:`EnqueueUnknownError`). Must never: write a
+replacement without deleting its original in the same transaction, or settle a row
+this backend no longer holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from queuey_core.backends.sqlite import dead, messages
+from queuey_core.backends.sqlite.database import Database, SqliteError
+from queuey_core.clock import Clock
+from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.errors import (
+    BackendError,
+    ConfigError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    PublishFailure,
+    UnroutableError,
+)
+from queuey_core.limits import check_delay
+from queuey_core.queues import QueueConfig
+
+if TYPE_CHECKING:
+    from queuey_core.backends.sqlite.consumer import SqliteDelivery
+
+logger = logging.getLogger(__name__)
+
+#: A declared queue as the file knows it: (max_priority, kind).
+QueueInfo = tuple[int | None, str]
+
+
+class Writer:
+    """The multi-statement writes of one backend, on its :class:`Database`."""
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._known: dict[str, QueueInfo] = {}
+
+    # -- queues ------------------------------------------------------------------
+
+    def declare(self, queues: Sequence[QueueConfig]) -> None:
+        """Record ``queues``; a queue recorded with other settings is a ConfigError."""
+        with self._db.write() as conn:
+            for config in queues:
+                wanted: QueueInfo = (config.max_priority, str(config.kind))
+                found = self.queue_info(config.name, conn)
+                if found is None:
+                    conn.execute(
+                        "INSERT INTO queuey_queues (name, max_priority, kind) VALUES (?, ?, ?)",
+                        (config.name, *wanted),
+                    )
+                elif found != wanted:
+                    raise ConfigError(
+                        f"queue {config.name!r} already exists with other settings "
+                        f"(max_priority={found[0]}, kind={found[1]})"
+                    )
+        with self._lock:
+            for config in queues:
+                self._known[config.name] = (config.max_priority, str(config.kind))
+
+    def queue_info(self, name: str, conn: sqlite3.Connection | None = None) -> QueueInfo | None:
+        """How ``name`` was declared, or None if it never was (cached once found)."""
+        with self._lock:
+            known = self._known.get(name)
+        if known is not None:
+            return known
+        if conn is None:
+            with self._db.read() as read:
+                return self.queue_info(name, read)
+        row = conn.execute(
+            "SELECT max_priority, kind FROM queuey_queues WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            return None
+        info: QueueInfo = (row[0], row[1])
+        with self._lock:
+            self._known[name] = info
+        return info
+
+    # -- publishing --------------------------------------------------------------
+
+    def publish(self, items: Sequence[tuple[Envelope, float | None]], *, deferral: bool) -> None:
+        """Write ``items`` in one transaction; raises as :meth:`Backend.publish_many`."""
+        ids = [e.job_id for e, _ in items]
+        now = self._clock.wall_ms()
+        rows = []
+        for envelope, delay in items:
+            at = self._available_at(now, delay)
+            try:
+                body = envelope.encode()
+            except Exception as exc:
+                raise NotEnqueuedError(
+                    f"job {envelope.job_id} could not be encoded: {exc}",
+                    reason=PublishFailure.UNENCODABLE,
+                    not_enqueued=ids,
+                ) from exc
+            rows.append(self._row(envelope.queue, envelope.priority, at, deferral, envelope, body))
+        self._commit_rows(rows, ids)
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """Write first attempts already encoded, in one transaction."""
+        now = self._clock.wall_ms()
+        rows = [
+            self._row(e.queue, e.priority, self._available_at(now, d), False, None, e.body, e)
+            for e, d in items
+        ]
+        self._commit_rows(rows, [e.job_id for e, _ in items])
+
+    def publish_raw(self, queue: str, body: bytes, message_id: str | None) -> None:
+        """Write ``body`` as it is, at priority 0."""
+        row = messages.Row(queue, 0, self._clock.wall_ms(), False, message_id, None, bytes(body))
+        self._commit_rows([row], [])
+
+    def _available_at(self, now: int, delay: float | None) -> int:
+        if delay is None:
+            return now
+        return now + round(check_delay(delay) * 1000)
+
+    def _row(
+        self,
+        queue: str,
+        priority: int,
+        at: int,
+        deferral: bool,
+        envelope: Envelope | None,
+        body: bytes,
+        encoded: EncodedEnvelope | None = None,
+    ) -> messages.Row:
+        info = self.queue_info(queue)
+        if info is None:
+            raise UnroutableError(f"no queue named {queue!r} has been declared")
+        top = info[0]
+        level = 0 if top is None else max(0, min(priority, top))
+        source = envelope or encoded
+        job_id = str(source.job_id) if source is not None else None
+        attempt = envelope.attempt if envelope is not None else 1
+        return messages.Row(queue, level, at, deferral, job_id, attempt, body)
+
+    def _commit_rows(self, rows: list[messages.Row], ids: Sequence[uuid.UUID]) -> None:
+        try:
+            with self._db.write() as conn:
+                messages.insert(conn, rows)
+        except SqliteError as exc:
+            if exc.maybe_committed:
+                raise EnqueueUnknownError(
+                    str(exc), reason=PublishFailure.LOST, unknown=ids
+                ) from None
+            raise NotEnqueuedError(
+                str(exc), reason=PublishFailure.REFUSED, not_enqueued=ids
+            ) from None
+        except BackendError as exc:
+            raise NotEnqueuedError(
+                str(exc), reason=PublishFailure.CLOSED, not_enqueued=ids
+            ) from None
+
+    # -- settling ----------------------------------------------------------------
+
+    def settle(
+        self,
+        delivery: SqliteDelivery,
+        *,
+        owner: str,
+        dead: str | None,
+        replacement: tuple[Envelope, float, bool] | None,
+    ) -> None:
+        """Delete the delivery's row and write its replacement or dead letter, at once.
+
+        A replacement that cannot be built (a bad delay, an envelope that will not
+        encode) dead-letters the original instead, as the RabbitMQ delivery does.
+
+        Raises:
+            SqliteError: the file refused; the row is still this backend's.
+            BackendError: the lease was lost: another worker holds the row now.
+        """
+        queue = delivery.queue
+        now = self._clock.wall_ms()
+        row: messages.Row | None = None
+        if replacement is not None:
+            next_env, delay, deferral = replacement
+            try:
+                if next_env.queue != queue:
+                    next_env = next_env.model_copy(update={"queue": queue})
+                at = self._available_at(now, delay)
+                row = self._row(queue, next_env.priority, at, deferral, next_env, next_env.encode())
+            except Exception as exc:
+                what = "deferral" if deferral else "retry"
+                dead = f"could not publish the {what}: {type(exc).__name__}: {exc}"
+                logger.error(
+                    "%s; dead-lettered the original instead",
+                    dead,
+                    extra={"queue": queue, "job_id": str(delivery.envelope.job_id)},
+                )
+        with self._db.write() as conn:
+            if not messages.take(conn, delivery.row_id, owner=owner):
+                raise BackendError(
+                    "the delivery's lease was lost (another worker holds the job now)"
+                )
+            if row is not None:
+                messages.insert(conn, [row])
+            elif dead is not None:
+                env = delivery.envelope
+                self._add_dead(conn, queue, str(env.job_id), dead, now, env.attempt, env.encode())
+
+    def bury(
+        self, row: messages.Claimed, queue: str, reason: str, *, decodable: bool, owner: str
+    ) -> None:
+        """Move a claimed row straight to the dead letters (undecodable, or redelivered
+        too often), its body as it was."""
+        now = self._clock.wall_ms()
+        attempt = None
+        if decodable:
+            attempt = Envelope.decode(row.body).attempt
+        try:
+            with self._db.write() as conn:
+                if messages.take(conn, row.id, owner=owner):
+                    handle = row.job_id or ""
+                    self._add_dead(
+                        conn, queue, handle, reason, now, attempt, bytes(row.body), decodable
+                    )
+        except BackendError as exc:
+            # Its lease runs out and it comes back to be buried again.
+            logger.warning("could not dead-letter a message: %s", exc)
+
+    def _add_dead(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        handle: str,
+        reason: str,
+        now: int,
+        attempt: int | None,
+        body: bytes,
+        decodable: bool = True,
+    ) -> None:
+        dead.add(conn, dead.Dead(queue, handle, reason, now, attempt, queue, decodable, body))
+
+    def requeue_dead(self, queue: str, job_ids: Sequence[str] | None) -> int:
+        """Dead letters of ``queue`` back on it at attempt 1, in one transaction."""
+        now = self._clock.wall_ms()
+        with self._db.write() as conn:
+
+            def put_back(envelope: Envelope) -> None:
+                row = self._row(queue, envelope.priority, now, False, envelope, envelope.encode())
+                messages.insert(conn, [row])
+
+            return dead.requeue(conn, queue, job_ids, put_back)
+
+    # -- consumers ---------------------------------------------------------------
+
+    def consumer_seen(
+        self, tags: Sequence[tuple[str, str]], conn: sqlite3.Connection | None = None
+    ) -> None:
+        """Record that the consumers ``tags`` ((tag, queue) pairs) are alive now."""
+        if conn is None:
+            with self._db.write() as write:
+                self.consumer_seen(tags, write)
+            return
+        now = self._clock.wall_ms()
+        conn.executemany(
+            "INSERT INTO queuey_consumers (owner, queue, seen_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (owner, queue) DO UPDATE SET seen_at = excluded.seen_at",
+            [(tag, queue, now) for tag, queue in tags],
+        )
+
+
+def other_consumers(conn: sqlite3.Connection, queue: str, owner: str, since: int) -> int:
+    """Consumers of ``queue`` seen since ``since`` (ms) in processes other than ``owner``."""
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM queuey_consumers "
+            "WHERE queue = ? AND seen_at >= ? AND owner NOT LIKE ?",
+            (queue, since, f"{owner}:%"),
+        ).fetchone()[0]
+    )

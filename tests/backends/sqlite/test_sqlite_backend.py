@@ -1,0 +1,309 @@
+"""What the embedded backend does beyond the shared contract: leases between processes,
+the redelivery count kept in the file, the producer's three outcomes, millisecond delays,
+dead letters' information, and the control channel and election through the file.
+
+Two backends on one file stand for two processes; time is a ManualClock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from queuey_core import BackendError
+from queuey_core import ConsumerEnded
+from queuey_core import Delivery
+from queuey_core import EnqueueUnknownError
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core import NotEnqueuedError
+from queuey_core import QueueConfig
+from queuey_core import UnroutableError
+from queuey_core.backends.capabilities import DeadLetter
+from queuey_core.backends.capabilities import SupportsControl
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.backends.sqlite import parse_url
+from queuey_core.backends.sqlite.database import Database
+from queuey_core.errors import ConfigError
+from queuey_core.worker.redelivery import MAX_REDELIVERIES
+
+Q = QueueConfig("jobs", prefetch=2, max_priority=5)
+
+
+class Got:
+    """A sink keeping deliveries."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: list[Delivery] = []
+
+    def __call__(self, item: Delivery | ConsumerEnded) -> None:
+        if not isinstance(item, ConsumerEnded):
+            with self.lock:
+                self.items.append(item)
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.items)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/q.db?lease=2"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def make(url: str, clock: ManualClock) -> Iterator[Callable[[], SqliteBackend]]:
+    made: list[SqliteBackend] = []
+
+    def new() -> SqliteBackend:
+        b = SqliteBackend(url, clock=clock)
+        b.declare([Q])
+        made.append(b)
+        return b
+
+    yield new
+    for b in made:
+        b.close()
+
+
+def envelope(name: str = "x", priority: int = 0, attempt: int = 1) -> Envelope:
+    return Envelope(
+        job_id=uuid.uuid4(),
+        job_type="t.job",
+        queue=Q.name,
+        priority=priority,
+        attempt=attempt,
+        enqueued_at=int(time.time() * 1000),
+        payload={"name": name},
+    )
+
+
+def wait(cond: Callable[[], bool], clock: ManualClock | None = None, step: float = 0.0) -> None:
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, "condition was never met"
+        if clock is not None and step:
+            clock.advance(step)
+        time.sleep(0.005)
+
+
+def test_a_dead_workers_lease_expires_and_another_claims_it_flagged_redelivered(
+    make: Callable[[], SqliteBackend], clock: ManualClock
+) -> None:
+    first, second = make(), make()
+    first.publish(envelope("lonely"))
+    got_first, got_second = Got(), Got()
+    first.consume(Q, got_first)
+    wait(lambda: len(got_first) == 1)
+    assert not got_first.items[0].redelivered
+    first._pump.stop()  # the process freezes: no more renewals
+
+    second.consume(Q, got_second)
+    clock.advance(1.0)
+    time.sleep(0.2)
+    assert len(got_second) == 0, "a lease still running is never claimed by another"
+    wait(lambda: len(got_second) == 1, clock, 0.2)
+    again = got_second.items[0]
+    assert again.redelivered, "a claim of a row whose lease expired is a redelivery"
+    assert again.envelope == got_first.items[0].envelope
+
+    with pytest.raises(BackendError, match="lease was lost"):
+        got_first.items[0].ack()
+    assert got_first.items[0].is_stale()
+    again.ack()
+    assert second.counts([Q.name])[Q.name][0] == (0, 0, 0, 0)
+
+
+def test_a_live_worker_renews_its_leases(
+    make: Callable[[], SqliteBackend], clock: ManualClock, url: str
+) -> None:
+    first, second = make(), make()
+    first.publish(envelope())
+    got_first, got_second = Got(), Got()
+    first.consume(Q, got_first)
+    wait(lambda: len(got_first) == 1)
+    second.consume(Q, got_second)
+    for _ in range(20):  # 10 s of the clock, 5 leases, each step renewed before the next
+        clock.advance(0.5)
+        first._pump.renew_soon()
+        wait(lambda: lease_expires(url) >= clock.wall_ms() + 1500)
+    assert len(got_second) == 0
+    got_first.items[0].ack()
+
+
+def lease_expires(url: str) -> int:
+    conn = sqlite3.connect(parse_url(url).path)
+    try:
+        return int(conn.execute("SELECT max(lease_expires) FROM queuey_messages").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_row_claimed_too_often_is_dead_lettered_from_the_count_in_the_file(
+    make: Callable[[], SqliteBackend], url: str
+) -> None:
+    backend = make()
+    sent = envelope()
+    backend.publish(sent)
+    db = Database(parse_url(url))
+    with db.write() as conn:
+        conn.execute("UPDATE queuey_messages SET claims = ?", (MAX_REDELIVERIES + 1,))
+    db.close()
+    got = Got()
+    backend.consume(Q, got)
+    wait(lambda: len(backend.list_dead_letters(Q.name)) == 1)
+    [dead] = backend.list_dead_letters(Q.name)
+    assert isinstance(dead, DeadLetter)
+    assert dead.reason == f"redelivered {MAX_REDELIVERIES + 1} times without being settled"
+    assert dead.envelope == sent
+    assert len(got) == 0
+
+
+def test_delays_are_held_to_the_millisecond(
+    make: Callable[[], SqliteBackend], clock: ManualClock
+) -> None:
+    backend = make()
+    backend.publish(envelope("later"), delay=0.250)
+    got = Got()
+    backend.consume(Q, got)
+    clock.advance(0.249)
+    time.sleep(0.15)
+    assert len(got) == 0, "not a millisecond early"
+    assert backend.inspect([Q.name]).held == 1
+    clock.advance(0.001)
+    wait(lambda: len(got) == 1)
+
+
+def test_a_dead_letter_keeps_reason_time_attempt_and_queue(
+    make: Callable[[], SqliteBackend], clock: ManualClock, url: str
+) -> None:
+    backend = make()
+    backend.publish(envelope(attempt=3))
+    got = Got()
+    backend.consume(Q, got)
+    wait(lambda: len(got) == 1)
+    got.items[0].dead_letter("fatal error: no")
+    conn = sqlite3.connect(parse_url(url).path)
+    row = conn.execute("SELECT queue, reason, dead_at, attempt, delivered_from FROM queuey_dead")
+    assert row.fetchone() == (Q.name, "fatal error: no", clock.wall_ms(), 3, Q.name)
+    conn.close()
+
+
+def test_publish_outcomes_unroutable_not_enqueued_and_unknown(
+    make: Callable[[], SqliteBackend], monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    backend = make()
+    with pytest.raises(UnroutableError):
+        backend.publish(envelope().model_copy(update={"queue": "nowhere"}))
+
+    short = SqliteBackend(url.replace("lease=2", "lease=2&busy_timeout=0.05"))
+    holder = sqlite3.connect(parse_url(url).path)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(NotEnqueuedError, match="locked by another process"):
+            short.publish(envelope())
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        short.close()
+
+    monkeypatch.setattr(backend._db, "_conn", InterruptedCommit(backend._db._conn))
+    sent = envelope()
+    with pytest.raises(EnqueueUnknownError) as caught:
+        backend.publish(sent)
+    assert caught.value.unknown == (sent.job_id,)
+
+
+class InterruptedCommit:
+    """A connection on which a signal lands while COMMIT runs: it ran, nobody can tell."""
+
+    def __init__(self, inner: sqlite3.Connection) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        cursor = self._inner.execute(sql, *args)
+        if sql == "COMMIT":
+            raise KeyboardInterrupt
+        return cursor
+
+
+def test_control_requests_reach_every_live_worker_through_the_file(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    one, two, asker = make(), make(), make()
+    assert isinstance(one, SupportsControl)
+    one.serve_control(lambda body: b"one:" + body)
+    server = two.serve_control(lambda body: b"two:" + body)
+    replies = asker.broadcast_control(b"status", timeout=5)
+    assert sorted(replies) == [b"one:status", b"two:status"]
+    server.close()
+    assert asker.broadcast_control(b"again", timeout=5) == [b"one:again"]
+
+
+def test_one_scheduler_leads_and_another_takes_over_when_it_leaves(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    backend = make()
+    changed = threading.Event()
+    first = backend.election(heartbeat=0.2)
+    second = backend.election(heartbeat=0.2)
+    first.start(changed.set)
+    second.start(changed.set)
+    try:
+        assert first.is_leader()
+        assert first.confirm()
+        assert not second.is_leader()
+        assert not second.confirm()
+        first.close()
+        wait(second.is_leader)
+    finally:
+        second.close()
+    state = backend.schedule_state()
+    state.record("nightly", 1000)
+    state.record("nightly", 500)
+    assert state.last_fired(["nightly", "never"]) == {"nightly": 1000}
+    state.close()
+
+
+def test_bad_urls_are_config_errors() -> None:
+    for bad in ("sqlite://host/x.db", "sqlite:///", "sqlite:///x.db?lease=0", "sqlite:///x?bad=1"):
+        with pytest.raises(ConfigError):
+            parse_url(bad)
+    assert parse_url("sqlite:////abs/q.db?lease=3").path == "/abs/q.db"
+    assert parse_url("sqlite:///rel/q.db").lease == 5.0
+
+
+def test_a_full_file_refuses_the_job_it_cannot_hold_and_keeps_the_others(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    backend = make()
+    backend._db._conn.execute("PRAGMA max_page_count = 40")  # a disk of 160 kB
+    said_yes = 0
+    refused: NotEnqueuedError | None = None
+    for _ in range(10_000):
+        try:
+            backend.publish(envelope("x" * 2000))
+        except NotEnqueuedError as exc:
+            refused = exc
+            break
+        said_yes += 1
+    assert refused is not None, "the file never filled"
+    assert "disk is full" in str(refused)
+    assert backend.counts([Q.name])[Q.name][0].ready == said_yes

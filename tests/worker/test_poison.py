@@ -35,6 +35,7 @@ from queuey_core import Worker
 from queuey_core.backends.memory import MemoryBackend
 from queuey_core.limits import MAX_DELAY_MS
 from tests.harness import Inspectable
+from tests.harness import RecordingSqlite
 from tests.harness import WorkerEnv
 from tests.integration.broker import channel
 from tests.support import ALPHA
@@ -52,6 +53,9 @@ def inject(h: WorkerEnv, queue: str, body: bytes, *, message_id: str | None = No
     """Put ``body`` straight into ``queue``, past the producer and its checks."""
     if isinstance(h.backend, MemoryBackend):
         h.backend.publish_raw(queue, body, message_id=message_id)
+        return
+    if isinstance(h.backend, RecordingSqlite):  # else it went to RabbitMQ, and never arrived
+        h.backend.sqlite.publish_raw(queue, body, message_id=message_id)
         return
     with channel() as ch:
         ch.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id))

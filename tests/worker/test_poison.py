@@ -58,9 +58,6 @@ def inject(h: WorkerEnv, queue: str, body: bytes, *, message_id: str | None = No
     if isinstance(raw, MemoryBackend | SqliteBackend):
         raw.publish_raw(queue, body, message_id=message_id)
         return
-    if isinstance(h.backend, RecordingSqlite):  # else it went to RabbitMQ, and never arrived
-        h.backend.sqlite.publish_raw(queue, body, message_id=message_id)
-        return
     with channel() as ch:
         ch.basic_publish("", queue, body, pika.BasicProperties(message_id=message_id))
 

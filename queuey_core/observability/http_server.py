@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -128,8 +129,11 @@ class HttpServer:
                 (self._host, self._requested), family=family, backlog=self._limits.backlog
             )
         except OSError as exc:
+            # create_server appends "(while attempting to bind on address ...)" to
+            # strerror; the message already names the address once.
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
             raise ConfigError(
-                f"cannot serve metrics on {self._host}:{self._requested}: {exc.strerror or exc}"
+                f"cannot serve metrics on {self._host}:{self._requested}: {why}"
             ) from None
         sock.setblocking(False)
         self._sock = sock

@@ -27,6 +27,7 @@ from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.backends.rabbitmq.pika_compat import (
     call_later,
     on_blocked_now,
+    open_blocking,
     remove_timeout,
     terminate_stream,
 )
@@ -157,7 +158,7 @@ class DirectPublisher:
             params.socket_timeout = min(params.socket_timeout or left, left)
             params.stack_timeout = min(params.stack_timeout or left, left)
             try:
-                self._conn = pika.BlockingConnection(params)
+                self._conn = open_blocking(params)
                 self._blocked = False
                 # Called by pika as soon as the frame arrives, even inside a publish.
                 on_blocked_now(self._conn, self._on_blocked, self._on_unblocked)

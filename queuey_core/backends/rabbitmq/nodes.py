@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pika
 
-from queuey_core.backends.rabbitmq.pika_compat import connected_params
+from queuey_core.backends.rabbitmq.pika_compat import connected_params, open_blocking
 from queuey_core.errors import ConfigError
 from queuey_core.urls import redact, redact_all, split_urls
 
@@ -159,7 +159,7 @@ class Picker:
         """
         targets = self.in_order()
         params = [t.params for t in targets]
-        conn = pika.BlockingConnection(params if len(params) > 1 else params[0])
+        conn: pika.BlockingConnection = open_blocking(params if len(params) > 1 else params[0])
         chosen = connected_params(conn)
         for t in targets:
             if t.params is chosen or (t.params.host, t.params.port) == (chosen.host, chosen.port):

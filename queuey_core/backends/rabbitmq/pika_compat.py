@@ -16,6 +16,7 @@ from typing import Any
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 from pika.channel import Channel
 from pika.connection import Connection
 
@@ -95,3 +96,17 @@ def write_frames(conn: Connection, data: bytes) -> None:
     frames apart: the publisher link's batches are marshalled by hand and written here.
     """
     conn._output_marshaled_frames([data])
+
+
+def open_blocking(params: pika.ConnectionParameters | list[pika.ConnectionParameters]) -> Any:
+    """``pika.BlockingConnection(params)``, whose failures are all ``AMQPConnectionError``.
+
+    pika documents that, but on a handshake that times out (a broker too busy to answer)
+    it raises its connection workflow's own ``AMQPConnectorStackTimeout``, which is no
+    ``AMQPError``: every ``except AMQPError`` around a connect would let it through as
+    an unexpected failure instead of "cannot reach RabbitMQ".
+    """
+    try:
+        return pika.BlockingConnection(params)
+    except AMQPConnectorException as exc:
+        raise pika.exceptions.AMQPConnectionError(exc) from exc

@@ -11,6 +11,7 @@ import inspect
 
 import pika
 import pika.connection
+import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq import pika_compat
@@ -101,3 +102,28 @@ def test_the_async_connection_still_has_what_pika_compat_reads() -> None:
             f"pika {pika.__version__}: Connection no longer sets self.{attribute}; "
             f"pika_compat.{why} relies on it"
         )
+
+
+def test_a_handshake_timeout_is_still_an_error_pika_compat_translates() -> None:
+    from pika.adapters.utils import connection_workflow  # noqa: PLC0415
+
+    assert issubclass(
+        connection_workflow.AMQPConnectorStackTimeout, connection_workflow.AMQPConnectorException
+    ), (
+        f"pika {pika.__version__}: AMQPConnectorStackTimeout no longer derives from "
+        "AMQPConnectorException; pika_compat.open_blocking would let it escape"
+    )
+
+
+def test_a_connector_error_comes_out_of_open_blocking_as_an_amqp_connection_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pika.adapters.utils import connection_workflow  # noqa: PLC0415
+
+    def times_out(params: object) -> None:
+        raise connection_workflow.AMQPConnectorStackTimeout("Timeout during AMQP handshake")
+
+    monkeypatch.setattr(pika, "BlockingConnection", times_out)
+    with pytest.raises(pika.exceptions.AMQPConnectionError) as caught:
+        pika_compat.open_blocking(pika.ConnectionParameters())
+    assert isinstance(caught.value.__cause__, connection_workflow.AMQPConnectorStackTimeout)

@@ -17,7 +17,7 @@ from queuey_core.handlers import Discovered, discover, split_by_queue
 from queuey_core.settings import Settings, load_settings
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
-JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: see the README).")
+JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: docs/scripting.md).")
 
 P = ParamSpec("P")
 R = TypeVar("R")

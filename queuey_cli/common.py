@@ -18,7 +18,7 @@ from queuey_core.logs.text import escape_controls
 from queuey_core.settings import Settings, find_config, load_settings
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
-JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: see the README).")
+JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: docs/scripting.md).")
 
 #: Whether this process ends when the command does (the ``queuey`` console script), as
 #: opposed to a caller that goes on (``CliRunner``, an application embedding the CLI).

@@ -3,7 +3,8 @@
 Small JSON documents with a format version ``v`` (never pickle). Everything that comes
 in is checked with pydantic: a worker logs and ignores a request that does not parse, an
 asker skips a reply that does not. The field names of :class:`WorkerStatus` are the
-``queuey workers --json`` fields documented in the README: add fields, never rename.
+``queuey workers --json`` fields documented in docs/workers-and-control.md: add fields, never
+rename.
 
 Owns: the documents, their limits, and how a request chooses workers
 (:class:`Selection`). Must never: read a document larger than :data:`MAX_DOCUMENT`, or
@@ -97,7 +98,7 @@ class ControlRequest(BaseModel):
 
 
 class WorkerStatus(BaseModel):
-    """One worker as it reports itself. See README "Live workers" for every field."""
+    """One worker as it reports itself. docs/workers-and-control.md lists every field."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 

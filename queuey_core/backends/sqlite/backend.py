@@ -49,6 +49,7 @@ from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, DecodeError
 from queuey_core.queues import QueueConfig
+from queuey_core.trace_context import TraceContext
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 
 logger = logging.getLogger(__name__)
@@ -282,6 +283,8 @@ class SqliteBackend(
         redeliveries = row.claims - 1
         try:
             envelope = Envelope.decode(row.body)
+            if row.traceparent is not None:  # none: no trace, no cost
+                envelope = envelope.with_trace(TraceContext.parse(row.traceparent, row.tracestate))
         except DecodeError as exc:
             logger.error("undecodable message dead-lettered: %s", exc, extra={"queue": sub.queue})
             self._writer.bury(row, sub.queue, f"{exc}", decodable=False, owner=self.owner)

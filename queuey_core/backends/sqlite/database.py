@@ -1,11 +1,11 @@
 """The file: one connection, its pragmas, the versioned schema, and errors in one line.
 
 Owns: opening a ``sqlite://`` file (WAL, busy timeout, synchronous), creating or
-checking the schema, the transactions every other module runs in, and turning every
-``sqlite3`` error into a :class:`SqliteError` whose message is one line naming the file
-and what to do. Must never: create a missing directory (a typo in a path would make a
-new empty queue somewhere), open a database of another program or of a newer queuey,
-or let a ``sqlite3`` exception out.
+checking the schema (upgrading an older file in place), the transactions every other
+module runs in, and turning every ``sqlite3`` error into a :class:`SqliteError` whose
+message is one line naming the file and what to do. Must never: create a missing
+directory (a typo in a path would make a new empty queue somewhere), open a database of
+another program or of a newer queuey, or let a ``sqlite3`` exception out.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 
 from queuey_core.backends.sqlite.options import SqliteOptions
-from queuey_core.backends.sqlite.schema import SCHEMA, SCHEMA_VERSION
+from queuey_core.backends.sqlite.schema import SCHEMA, SCHEMA_VERSION, UPGRADES
 from queuey_core.errors import BackendError
 
 logger = logging.getLogger(__name__)
@@ -198,19 +198,28 @@ class Database:
 
 
 def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Create the schema in an empty file; refuse another program's or a newer one.
+    """Create the schema in an empty file, upgrade an older one in place; refuse another
+    program's or a newer one.
 
-    A file with the schema is only read (a worker starting while another process
-    writes does not wait for the write lock); an empty one is created under it.
+    A file with the current schema is only read (a worker starting while another process
+    writes does not wait for the write lock); an empty or older one is changed under it.
     """
-    if _check_tables(conn, path):
+    if _check_tables(conn, path) == SCHEMA_VERSION:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if not _check_tables(conn, path):
+        # Again under the lock: another process may have created or upgraded it since.
+        version = _check_tables(conn, path)
+        if version is None:
             for statement in SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO queuey_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+        elif version < SCHEMA_VERSION:
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in UPGRADES[step]:
+                    conn.execute(statement)
+            conn.execute("UPDATE queuey_schema SET version = ?", (SCHEMA_VERSION,))
+            logger.info("%s: upgraded from schema version %d to %d", path, version, SCHEMA_VERSION)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -218,8 +227,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
         raise
 
 
-def _check_tables(conn: sqlite3.Connection, path: str) -> bool:
-    """Whether the file has queuey's schema (False: it is empty); refuses the others."""
+def _check_tables(conn: sqlite3.Connection, path: str) -> int | None:
+    """The schema version of the file (None: it is empty); refuses the others."""
     tables = {
         row[0]
         for row in conn.execute(
@@ -233,14 +242,14 @@ def _check_tables(conn: sqlite3.Connection, path: str) -> bool:
                 f"{path}: written by a newer queuey (schema version {version}; this "
                 f"queuey reads up to {SCHEMA_VERSION}): upgrade queuey to use it"
             )
-        return True
+        return int(version)
     if tables:
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         raise SqliteError(
             f"{path}: is a database of another program (tables: {shown}); "
             "give queuey a file of its own"
         )
-    return False
+    return None
 
 
 _READ_ONLY = (

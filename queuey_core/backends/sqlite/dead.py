@@ -2,9 +2,11 @@
 
 A dead letter keeps what RabbitMQ's ``x-queuey-*`` headers carry (reason, when, the
 attempt that failed, the queue it was delivered from) beside the envelope's bytes, as
-they were. Owns: the SQL of ``queuey_dead`` and turning its rows into
-:data:`AnyDeadLetter` values. Must never: requeue a body that is not an envelope (it
-would only die again), or reorder what it lists.
+they were, and the job's trace context beside them (as RabbitMQ keeps it in the
+headers), so that a requeued dead letter stays in its job's trace. Owns: the SQL of
+``queuey_dead`` and turning its rows into :data:`AnyDeadLetter` values. Must never:
+requeue a body that is not an envelope (it would only die again), or reorder what it
+lists.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, Undecod
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError
 from queuey_core.text import ascii_printable, body_preview
+from queuey_core.trace_context import TraceContext
 
 #: The longest reason kept, as on RabbitMQ's ``x-queuey-reason`` header.
 MAX_REASON = 2000
@@ -33,14 +36,16 @@ class Dead(NamedTuple):
     delivered_from: str
     decodable: bool
     body: bytes
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 def add(conn: sqlite3.Connection, dead: Dead) -> None:
     """Add one dead letter, at the end of its queue's list."""
     conn.execute(
         "INSERT INTO queuey_dead "
-        "(queue, handle, reason, dead_at, attempt, delivered_from, decodable, body) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "(queue, handle, reason, dead_at, attempt, delivered_from, decodable, body, "
+        "traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         dead._replace(reason=ascii_printable(dead.reason, MAX_REASON)),
     )
 
@@ -50,7 +55,8 @@ def listed(
 ) -> list[tuple[int, AnyDeadLetter]]:
     """The dead letters of ``queue``, oldest first, with their row ids."""
     rows = conn.execute(
-        "SELECT id, handle, reason, dead_at, body FROM queuey_dead WHERE queue = ? "
+        "SELECT id, handle, reason, dead_at, body, traceparent, tracestate "
+        "FROM queuey_dead WHERE queue = ? "
         "ORDER BY id LIMIT ?",
         (queue, -1 if limit is None else limit),
     ).fetchall()
@@ -58,10 +64,18 @@ def listed(
 
 
 def _dead_letter(
-    position: int, handle: str, reason: str, dead_at: int, body: bytes
+    position: int,
+    handle: str,
+    reason: str,
+    dead_at: int,
+    body: bytes,
+    traceparent: str | None,
+    tracestate: str | None,
 ) -> AnyDeadLetter:
     try:
         envelope = Envelope.decode(body)
+        if traceparent is not None:
+            envelope = envelope.with_trace(TraceContext.parse(traceparent, tracestate))
     except DecodeError as exc:
         return UndecodableDeadLetter(
             body_preview(bytes(body)), str(exc), reason, dead_at, handle or f"#{position}"

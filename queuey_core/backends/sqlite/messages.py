@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 
 class Row(NamedTuple):
-    """A row to insert: where, how urgent, from when, and the envelope's bytes."""
+    """A row to insert: where, how urgent, from when, the envelope's bytes, and the
+    trace context it carries beside them (None: untraced)."""
 
     queue: str
     priority: int
@@ -23,6 +24,8 @@ class Row(NamedTuple):
     job_id: str | None
     attempt: int | None
     body: bytes
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class Claimed(NamedTuple):
@@ -34,14 +37,16 @@ class Claimed(NamedTuple):
     claims: int
     job_id: str | None
     body: bytes
+    traceparent: str | None
+    tracestate: str | None
 
 
 def insert(conn: sqlite3.Connection, rows: Iterable[Row]) -> None:
     """Insert ``rows``, ready at their ``available_at``."""
     conn.executemany(
         "INSERT INTO queuey_messages "
-        "(queue, priority, available_at, deferral, job_id, attempt, body) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "(queue, priority, available_at, deferral, job_id, attempt, body, traceparent, "
+        "tracestate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
 
@@ -57,7 +62,7 @@ UPDATE queuey_messages
        AND (lease_owner IS NULL OR (lease_expires < :now AND lease_owner <> :owner))
      ORDER BY priority DESC, available_at, id
      LIMIT :limit)
-RETURNING id, priority, available_at, claims, job_id, body
+RETURNING id, priority, available_at, claims, job_id, body, traceparent, tracestate
 """
 
 

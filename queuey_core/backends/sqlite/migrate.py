@@ -1,6 +1,7 @@
 """Moving what a queuey file holds to a broker: jobs waiting or held, and dead letters.
 
-The envelope is the same on every backend, so a job moves as it is: published to the
+The envelope is the same on every backend, so a job moves as it is (its trace context
+too, beside it): published to the
 target with what remains of its delay, then deleted from the file once the target
 confirmed it (a crash in between leaves it in both: at least once, never lost). A
 dead letter moves to the target's dead-letter queue with its reason and attempt (its
@@ -24,6 +25,7 @@ from queuey_core.backends.sqlite.backend import SqliteBackend
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError, MissingCapabilityError
 from queuey_core.queues import QueueConfig
+from queuey_core.trace_context import TraceContext
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def migrate(source: SqliteBackend, target: Backend, queues: Sequence[QueueConfig
             now = source._clock.wall_ms()
             with source._db.read() as conn:
                 rows = conn.execute(
-                    "SELECT id, available_at, body FROM queuey_messages "
+                    "SELECT id, available_at, body, traceparent, tracestate FROM queuey_messages "
                     "WHERE queue = ? AND (lease_owner IS NULL OR lease_expires < ?) "
                     "ORDER BY priority DESC, available_at, id LIMIT ?",
                     (config.name, now, BATCH),
@@ -83,9 +85,12 @@ def migrate(source: SqliteBackend, target: Backend, queues: Sequence[QueueConfig
             if not rows:
                 break
             items: list[tuple[Envelope, float | None]] = []
-            for _, available_at, body in rows:
+            for _, available_at, body, traceparent, tracestate in rows:
                 try:
                     envelope = Envelope.decode(body)
+                    if traceparent is not None:  # carried on, in the target's headers
+                        trace = TraceContext.parse(traceparent, tracestate)
+                        envelope = envelope.with_trace(trace)
                 except DecodeError:
                     envelope = None
                 wait = max(0, available_at - now) / 1000

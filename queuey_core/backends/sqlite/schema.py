@@ -1,20 +1,21 @@
 """The tables of a queuey file, and their version.
 
 Owns: the DDL and :data:`SCHEMA_VERSION`. A change to a table is a new version and a
-step in :mod:`.database` that upgrades an older file; a file of a newer version is
-refused, never guessed at.
+step of :data:`UPGRADES` that :mod:`.database` runs on an older file, in place; a file
+of a newer version is refused, never guessed at.
 
 Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 ``available_at`` in the future, a claim is a lease owner and expiry), ``queuey_dead``
 (dead letters, with the information RabbitMQ's ``x-queuey-*`` headers carry),
 ``queuey_queues`` (declared queues), ``queuey_consumers`` (who consumes what, for
 counts), the control channel (``queuey_control_*``) and the scheduler's
-(``queuey_schedule_ticks``, ``queuey_leader``).
+(``queuey_schedule_ticks``, ``queuey_leader``). A job's W3C trace context is kept beside
+its body (``traceparent``, ``tracestate``: NULL when untraced), never in it.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE queuey_schema (version INTEGER NOT NULL)",
@@ -36,7 +37,9 @@ SCHEMA: tuple[str, ...] = (
         deferral INTEGER NOT NULL DEFAULT 0,
         job_id TEXT,
         attempt INTEGER,
-        body BLOB NOT NULL
+        body BLOB NOT NULL,
+        traceparent TEXT,
+        tracestate TEXT
     )""",
     "CREATE INDEX queuey_messages_next ON queuey_messages (queue, priority DESC, available_at, id)",
     # Partial: a new row (no owner yet) does not touch it, one page less per enqueue.
@@ -51,7 +54,9 @@ SCHEMA: tuple[str, ...] = (
         attempt INTEGER,
         delivered_from TEXT NOT NULL,
         decodable INTEGER NOT NULL,
-        body BLOB NOT NULL
+        body BLOB NOT NULL,
+        traceparent TEXT,
+        tracestate TEXT
     )""",
     "CREATE INDEX queuey_dead_queue ON queuey_dead (queue, id)",
     """CREATE TABLE queuey_consumers (
@@ -85,3 +90,15 @@ SCHEMA: tuple[str, ...] = (
         expires_at INTEGER NOT NULL
     )""",
 )
+
+#: What turns a file of version ``v - 1`` into version ``v``: the statements of key ``v``.
+#: A new file gets :data:`SCHEMA` at once; an older one runs the steps past its version.
+UPGRADES: dict[int, tuple[str, ...]] = {
+    # Version 2: the trace context beside the body (issue 24). Nullable, so every row
+    # of a version-1 file stays as it was: untraced.
+    2: tuple(
+        f"ALTER TABLE {table} ADD COLUMN {column} TEXT"
+        for table in ("queuey_messages", "queuey_dead")
+        for column in ("traceparent", "tracestate")
+    ),
+}

@@ -148,8 +148,23 @@ class Writer:
         level = 0 if top is None else max(0, min(priority, top))
         source = envelope or encoded
         job_id = str(source.job_id) if source is not None else None
-        attempt = envelope.attempt if envelope is not None else 1
-        return messages.Row(queue, level, at, deferral, job_id, attempt, body)
+        if envelope is None:  # the batch fast path: never traced (the producer sees to it)
+            return messages.Row(queue, level, at, deferral, job_id, 1, body)
+        # The trace context goes beside the body, never in it (docs/backends.md).
+        trace = envelope.trace
+        if trace is None:
+            return messages.Row(queue, level, at, deferral, job_id, envelope.attempt, body)
+        return messages.Row(
+            queue,
+            level,
+            at,
+            deferral,
+            job_id,
+            envelope.attempt,
+            body,
+            trace.traceparent,
+            trace.tracestate or None,
+        )
 
     def _commit_rows(self, rows: list[messages.Row], ids: Sequence[uuid.UUID]) -> None:
         try:
@@ -214,7 +229,17 @@ class Writer:
                 messages.insert(conn, [row])
             elif dead is not None:
                 env = delivery.envelope
-                self._add_dead(conn, queue, str(env.job_id), dead, now, env.attempt, env.encode())
+                trace = env.trace
+                self._add_dead(
+                    conn,
+                    queue,
+                    str(env.job_id),
+                    dead,
+                    now,
+                    env.attempt,
+                    env.encode(),
+                    trace=(trace.traceparent, trace.tracestate or None) if trace else (None, None),
+                )
 
     def bury(
         self, row: messages.Claimed, queue: str, reason: str, *, decodable: bool, owner: str
@@ -230,7 +255,15 @@ class Writer:
                 if messages.take(conn, row.id, owner=owner):
                     handle = row.job_id or ""
                     self._add_dead(
-                        conn, queue, handle, reason, now, attempt, bytes(row.body), decodable
+                        conn,
+                        queue,
+                        handle,
+                        reason,
+                        now,
+                        attempt,
+                        bytes(row.body),
+                        decodable,
+                        trace=(row.traceparent, row.tracestate),
                     )
         except BackendError as exc:
             # Its lease runs out and it comes back to be buried again.
@@ -246,8 +279,12 @@ class Writer:
         attempt: int | None,
         body: bytes,
         decodable: bool = True,
+        *,
+        trace: tuple[str | None, str | None],
     ) -> None:
-        dead.add(conn, dead.Dead(queue, handle, reason, now, attempt, queue, decodable, body))
+        dead.add(
+            conn, dead.Dead(queue, handle, reason, now, attempt, queue, decodable, body, *trace)
+        )
 
     def requeue_dead(self, queue: str, job_ids: Sequence[str] | None) -> int:
         """Dead letters of ``queue`` back on it at attempt 1, in one transaction."""

@@ -3,7 +3,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
+from typing import TypeVar
 
 import pytest
 from hypothesis import settings
@@ -93,18 +96,32 @@ def require_broker() -> None:
     pytest.skip(message)
 
 
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+E = TypeVar("E", bound=_Closes)
+
+
+@contextmanager
+def backend_env(kind: BackendKind, make: Callable[[], E]) -> Iterator[E]:
+    """``make()``, once RabbitMQ answers if the kind needs it; closed afterwards."""
+    if kind.needs_broker:
+        require_broker()
+    env = make()
+    try:
+        yield env
+    finally:
+        env.close()
+
+
 @pytest.fixture(params=backend_params())
 def h(request: pytest.FixtureRequest) -> Iterator[WorkerEnv]:
     """The environment a worker test runs in: each backend of tests/backend_kinds.py
     (memory + manual clock, real RabbitMQ, ...)."""
     kind: BackendKind = request.param
-    if kind.needs_broker:
-        require_broker()
-    env = kind.worker_env()
-    try:
+    with backend_env(kind, kind.worker_env) as env:
         yield env
-    finally:
-        env.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

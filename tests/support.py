@@ -182,6 +182,17 @@ def named_envelope(
     )
 
 
+def stuck_on_first_attempt(clock: ManualClock) -> Callable[[Greet, JobContext], None]:
+    """A greet handler whose first attempt runs (in pure Python, on the manual clock)
+    until the job timeout interrupts it; a retry returns at once."""
+
+    def greet(job: Greet, ctx: JobContext) -> None:
+        while ctx.attempt == 1:  # pure Python: the asynchronous JobTimeout lands here
+            clock.sleep(1)
+
+    return greet
+
+
 def noop(job_type: type[J]) -> Handler[J]:
     return Handler(job_type, lambda _job, _ctx: None)
 

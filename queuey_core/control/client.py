@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from queuey_core.backends.capabilities import SupportsControl
+from queuey_core.backends.capabilities import SupportsControl, require
 from queuey_core.control.documents import (
     VERSION,
     Command,
@@ -24,7 +24,7 @@ from queuey_core.control.documents import (
     WorkerStatus,
 )
 from queuey_core.control.signing import sign
-from queuey_core.errors import BackendError, DecodeError
+from queuey_core.errors import DecodeError
 
 logger = logging.getLogger(__name__)
 
@@ -47,19 +47,22 @@ def ask(
     same secret require (:mod:`queuey_core.control.signing`).
 
     Raises:
-        BackendError: the backend has no control channel, or the broker could not be
-            reached.
+        MissingCapabilityError: the backend has no control channel.
+        BackendError: the broker could not be reached.
         ValueError: a shutdown that chooses no worker and does not say ``all=True``.
     """
-    if not isinstance(backend, SupportsControl):
-        raise BackendError(f"{type(backend).__name__} has no control channel")
+    control = require(
+        backend,
+        SupportsControl,
+        "`queuey workers shutdown`" if command is Command.SHUTDOWN else "`queuey workers`",
+    )
     if command is Command.SHUTDOWN and select.is_everyone and not select.all:
         raise ValueError("a shutdown must choose workers, or say all=True")
     body = ControlRequest(v=VERSION, command=command, select=select).encode()
     if secret is not None:
         body = sign(body, secret, now_ms=int(time.time() * 1000))
     replies: list[ControlReply] = []
-    for raw in backend.broadcast_control(body, timeout=timeout):
+    for raw in control.broadcast_control(body, timeout=timeout):
         try:
             reply = ControlReply.decode(raw)
         except DecodeError as exc:

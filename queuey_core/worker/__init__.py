@@ -2,7 +2,7 @@
 
 The behaviour is the seed's, the original Rust runtime kept in this repository at
 ``docs/seed/worker.rs`` (its module comment and its 28 tests, ported in
-``tests/test_worker.py``). One module a duty:
+``tests/worker/test_worker.py``). One module a duty:
 
 * :mod:`.runner`: :class:`Worker`, its run loop, job threads and graceful shutdown;
 * :mod:`.dispatch`: one delivery from its envelope to its settle (the seed's algorithm);

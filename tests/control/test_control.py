@@ -20,6 +20,7 @@ from queuey_core import Handler
 from queuey_core import JobContext
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
+from queuey_core import MissingCapabilityError
 from queuey_core import Producer
 from queuey_core import QueueSet
 from queuey_core import Worker
@@ -33,7 +34,6 @@ from queuey_core.control import WorkerStatus
 from queuey_core.control import ask
 from queuey_core.control import shutdown_workers
 from queuey_core.control import worker_statuses
-from queuey_core.errors import BackendError
 from queuey_core.errors import DecodeError
 from tests.harness import Memory
 from tests.support import ALPHA
@@ -368,8 +368,8 @@ def test_a_reply_that_does_not_parse_or_answers_another_command_is_skipped(
             impostor.close()
 
 
-def test_asking_a_backend_without_a_control_channel_is_a_backend_error() -> None:
-    with pytest.raises(BackendError, match="no control channel"):
+def test_asking_a_backend_without_a_control_channel_names_the_missing_capability() -> None:
+    with pytest.raises(MissingCapabilityError, match="cannot talk to live workers"):
         worker_statuses(object(), timeout=0)
 
 

@@ -14,6 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from tests.conftest import require_broker
+from tests.harness import AMQP_URL
 from tests.integration.certs import Certs
 from tests.integration.certs import make_certs
 from tests.integration.nodes import Node
@@ -97,3 +100,14 @@ def fresh_node(node: Node) -> Node:
     """The tests' own node, reset to nothing: for a test that kills it (see Node.reset)."""
     node.reset()
     return node
+
+
+@pytest.fixture
+def rabbit() -> Iterator[RabbitMQBackend]:
+    """A RabbitMQBackend on the tests' virtual host (publish timeout 10 s), closed after."""
+    require_broker()
+    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
+    try:
+        yield backend
+    finally:
+        backend.close()

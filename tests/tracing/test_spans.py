@@ -44,6 +44,7 @@ from tests.support import ALPHA
 from tests.support import Greet
 from tests.support import Orphan
 from tests.support import start
+from tests.support import stuck_on_first_attempt
 from tests.support import wait_for
 
 
@@ -214,17 +215,25 @@ def test_a_deferral_is_no_error_and_its_next_run_stays_in_the_trace(
     )
 
 
+def traced_pair(
+    traced: Traced,
+    backend: MemoryBackend,
+    queues: QueueSet,
+    clock: ManualClock,
+    greet: Callable[[Greet, JobContext], None],
+) -> tuple[Producer, Worker]:
+    """A producer, and a worker of ``greet``, that both trace to ``traced``."""
+    producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
+    worker = Worker(
+        backend, queues, [Handler(Greet, greet)], clock=clock, tracer_provider=traced.provider
+    )
+    return producer, worker
+
+
 def test_a_message_no_handler_takes_is_a_dead_lettered_span(
     traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
 ) -> None:
-    producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
-    worker = Worker(
-        backend,
-        queues,
-        [Handler(Greet, lambda _j, _c: None)],
-        clock=clock,
-        tracer_provider=traced.provider,
-    )
+    producer, worker = traced_pair(traced, backend, queues, clock, lambda _j, _c: None)
     producer.enqueue(Orphan(id=1))
     run_until(worker, clock, lambda: len(traced.processed()) == 1)
 
@@ -238,14 +247,7 @@ def test_a_message_no_handler_takes_is_a_dead_lettered_span(
 def test_a_batch_is_one_span_and_every_job_of_it_continues_it(
     traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
 ) -> None:
-    producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
-    worker = Worker(
-        backend,
-        queues,
-        [Handler(Greet, lambda _j, _c: None)],
-        clock=clock,
-        tracer_provider=traced.provider,
-    )
+    producer, worker = traced_pair(traced, backend, queues, clock, lambda _j, _c: None)
     ids = producer.enqueue_many([Greet(name=str(i)) for i in range(5)])
     run_until(worker, clock, lambda: len(traced.processed()) == 5)
 
@@ -369,9 +371,7 @@ def test_a_tracer_that_fails_never_fails_a_job_or_an_enqueue(
 def test_a_timed_out_attempt_shows_the_timeout_then_its_retry(
     traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
 ) -> None:
-    def greet(job: Greet, ctx: JobContext) -> None:
-        while ctx.attempt == 1:  # pure Python: the asynchronous JobTimeout lands here
-            clock.sleep(1)
+    greet = stuck_on_first_attempt(clock)
 
     producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
     worker = Worker(

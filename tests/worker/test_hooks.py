@@ -33,6 +33,7 @@ from tests.support import Ping
 from tests.support import act_out
 from tests.support import noop
 from tests.support import start
+from tests.support import stuck_on_first_attempt
 from tests.support import two_slot_worker
 from tests.support import wait_for
 
@@ -210,14 +211,9 @@ def test_every_outcome_reaches_the_hooks_with_its_info(
 def test_a_timed_out_job_is_reported_then_retried(
     backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
 ) -> None:
-    def greet(job: Greet, ctx: JobContext) -> None:
-        while ctx.attempt == 1:  # pure Python: the asynchronous JobTimeout lands here
-            clock.sleep(1)
-
     record = Record()
-    worker = Worker(
-        backend, queues, [Handler(Greet, greet)], job_timeout=5, clock=clock, hooks=[record]
-    )
+    handlers = [Handler(Greet, stuck_on_first_attempt(clock))]
+    worker = Worker(backend, queues, handlers, job_timeout=5, clock=clock, hooks=[record])
     job_id = producer.enqueue(Greet(name="slow"))
     run_until(worker, clock, lambda: record.count("succeeded") == 1)
 

@@ -27,7 +27,7 @@ from queuey_core import UnroutableError
 from tests.backend_kinds import BackendKind
 from tests.backend_kinds import ContractEnv
 from tests.backend_kinds import backend_params
-from tests.conftest import require_broker
+from tests.conftest import backend_env
 
 _names = itertools.count()
 
@@ -68,13 +68,8 @@ class Collector:
 def env(request: pytest.FixtureRequest) -> Iterator[ContractEnv]:
     """A backend under contract: one of tests/backend_kinds.py's, fresh for the test."""
     kind: BackendKind = request.param
-    if kind.needs_broker:
-        require_broker()
-    e = kind.contract_env()
-    try:
+    with backend_env(kind, kind.contract_env) as e:
         yield e
-    finally:
-        e.close()
 
 
 def test_a_published_envelope_is_delivered_intact(env: ContractEnv) -> None:

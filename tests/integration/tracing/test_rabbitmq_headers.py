@@ -36,7 +36,6 @@ from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq import topology
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL
 from tests.integration.broker import channel
 from tests.integration.broker import delete_queues
 from tests.integration.broker import unique
@@ -85,15 +84,6 @@ def queues() -> Iterator[QueueSet]:
     retry = RetryPolicy(3, Backoff(initial=0.01, max=0.01, jitter=False))
     yield QueueSet([QueueConfig(QNAME, prefetch=4, retry=retry)])
     delete_queues(QNAME)
-
-
-@pytest.fixture
-def rabbit() -> Iterator[RabbitMQBackend]:
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-    try:
-        yield backend
-    finally:
-        backend.close()
 
 
 @pytest.fixture

@@ -96,15 +96,6 @@ def queues() -> Iterator[QueueSet]:
 
 
 @pytest.fixture
-def rabbit() -> Iterator[RabbitMQBackend]:
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-    try:
-        yield backend
-    finally:
-        backend.close()
-
-
-@pytest.fixture
 def lost_connections(caplog: pytest.LogCaptureFixture) -> Iterator[list[logging.LogRecord]]:
     """The records of every connection queuey lost during the test."""
     caplog.set_level(logging.WARNING, logger="queuey_core.backends.rabbitmq.link")

@@ -53,12 +53,11 @@ class Gone(Job):
     n: int
 
 
-@pytest.fixture
-def rabbit() -> Iterator[RabbitMQBackend]:
+@pytest.fixture(autouse=True)
+def fresh_queues() -> Iterator[None]:
+    """Each test starts and ends without HERE and GONE (``rabbit`` is the conftest's)."""
     with clean_queues(HERE, GONE):
-        backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-        yield backend
-        backend.close()
+        yield
 
 
 @pytest.fixture

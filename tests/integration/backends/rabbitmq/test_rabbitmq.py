@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
@@ -25,7 +24,6 @@ from queuey_core import Worker
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq import topology
 from tests.conftest import require_broker
-from tests.harness import AMQP_URL
 from tests.harness import BROKER_HOST
 from tests.harness import BROKER_PORT
 from tests.integration.broker import channel
@@ -36,16 +34,6 @@ from tests.support import start
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def rabbit() -> Iterator[RabbitMQBackend]:
-    require_broker()
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-    try:
-        yield backend
-    finally:
-        backend.close()
 
 
 def envelope(queue: str, **payload: object) -> Envelope:

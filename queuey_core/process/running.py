@@ -56,7 +56,9 @@ class _Stopping:
         """Act on one request (in the main thread)."""
         if what in SIGNALS:
             self.signals += 1
-            name = "a shutdown request" if what == "shutdown" else what
+            # A shutdown over the control channel (queuey workers shutdown) is logged as
+            # the SIGTERM it stands for: operators and their log searches see one drain.
+            name = "SIGTERM" if what == "shutdown" else what
             if self.signals >= 2:
                 stop_now(self.w, f"second signal ({name})")
             if self._drain():

@@ -54,16 +54,6 @@ KNOWN_CYCLES: list[frozenset[str]] = [
     frozenset({"queuey_cli.supervisor", "queuey_cli.supervisor_metrics"}),
     # being fixed in issue 19
     frozenset({"queuey_cli.queues", "queuey_cli.watch"}),
-    # came with the SQLite backend (issue 20), found by this test: the backend, its
-    # consumer, pump and writer reach each other under TYPE_CHECKING. Not fixed yet.
-    frozenset(
-        {
-            "queuey_core.backends.sqlite.backend",
-            "queuey_core.backends.sqlite.consumer",
-            "queuey_core.backends.sqlite.pump",
-            "queuey_core.backends.sqlite.writes",
-        }
-    ),
 ]
 
 #: Modules over MAX_LINES today (their size then in the comment).

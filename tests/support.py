@@ -15,7 +15,9 @@ from typing import TypeVar
 
 from queuey_core import Backend
 from queuey_core import Backoff
+from queuey_core import ConsumerEnded
 from queuey_core import Deferred
+from queuey_core import Delivery
 from queuey_core import Envelope
 from queuey_core import Fatal
 from queuey_core import Handler
@@ -292,3 +294,32 @@ def bash(script: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+class Got:
+    """A sink keeping the deliveries a backend pushes (and ignoring ConsumerEnded)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: list[Delivery] = []
+
+    def __call__(self, item: Delivery | ConsumerEnded) -> None:
+        if not isinstance(item, ConsumerEnded):
+            with self.lock:
+                self.items.append(item)
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.items)
+
+
+def dead_letter_one(backend: Backend, queue: QueueConfig, reason: str) -> None:
+    """Consume ``queue`` until its first delivery, dead-letter it with ``reason`` (as a
+    worker would), and stop consuming."""
+    got = Got()
+    sub = backend.consume(queue, got)
+    try:
+        wait_for(lambda: len(got) > 0, timeout=10)
+        got.items[0].dead_letter(reason)
+    finally:
+        sub.close()

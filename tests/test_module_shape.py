@@ -49,18 +49,7 @@ MAX_LINES = 400
 #: Import cycles known today, each as the modules of its strongly connected component.
 #: A cycle passes only if every module on it is in one of these (a cycle half-fixed
 #: shrinks and still passes; one that reaches a new module fails).
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # came with the SQLite backend (issue 20), found by this test: the backend, its
-    # consumer, pump and writer reach each other under TYPE_CHECKING. Not fixed yet.
-    frozenset(
-        {
-            "queuey_core.backends.sqlite.backend",
-            "queuey_core.backends.sqlite.consumer",
-            "queuey_core.backends.sqlite.pump",
-            "queuey_core.backends.sqlite.writes",
-        }
-    ),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: Modules over MAX_LINES today (their size then in the comment).
 KNOWN_BIG: set[str] = set()

@@ -26,6 +26,8 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.trace import Tracer
 from opentelemetry.trace import TracerProvider as OtelTracerProvider
 
+from queuey_core import Backend
+from queuey_core import DeadLetter
 from queuey_core import Deferred
 from queuey_core import Fatal
 from queuey_core import Handler
@@ -36,6 +38,7 @@ from queuey_core import Producer
 from queuey_core import QueueSet
 from queuey_core import Retryable
 from queuey_core import Worker
+from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.logs import JsonFormatter
 from queuey_core.tracing import TraceLogFields
 from queuey_core.tracing import producer_tracing
@@ -151,9 +154,10 @@ def test_one_trace_runs_from_the_enqueue_through_a_retry_to_success(
     assert not second.events
 
 
-def test_a_dead_letter_keeps_its_trace_and_a_requeue_joins_it_again(
-    traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
-) -> None:
+def fatal_once(
+    traced: Traced, backend: Backend, queues: QueueSet, clock: ManualClock
+) -> Callable[[], Worker]:
+    """Makes traced workers whose greet handler fails fatally the first time only."""
     runs: list[int] = []
 
     def greet(job: Greet, ctx: JobContext) -> None:
@@ -165,6 +169,14 @@ def test_a_dead_letter_keeps_its_trace_and_a_requeue_joins_it_again(
         return Worker(
             backend, queues, [Handler(Greet, greet)], clock=clock, tracer_provider=traced.provider
         )
+
+    return worker
+
+
+def test_a_dead_letter_keeps_its_trace_and_a_requeue_joins_it_again(
+    traced: Traced, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    worker = fatal_once(traced, backend, queues, clock)
 
     producer = Producer(backend, queues, clock=clock, tracer_provider=traced.provider)
     producer.enqueue(Greet(name="doomed"))
@@ -178,10 +190,23 @@ def test_a_dead_letter_keeps_its_trace_and_a_requeue_joins_it_again(
     assert dead.status.status_code is StatusCode.ERROR
     assert [e.name for e in dead.events] == ["exception"]
     (letter,) = backend.dead_letters(ALPHA)
+    letter_and_requeue_stay_in_the_trace(traced, backend, letter, worker, clock)
+
+
+def letter_and_requeue_stay_in_the_trace(
+    traced: Traced,
+    tools: DeadLetterTools,
+    letter: DeadLetter,
+    worker: Callable[[], Worker],
+    clock: ManualClock,
+) -> None:
+    """``letter`` (the only dead letter of ALPHA) carries its enqueue's trace, and its
+    requeue runs in that trace again, under the enqueue's span."""
+    (publish,) = traced.spans(f"publish {ALPHA}")
     assert letter.envelope.trace is not None, "the dead letter carries the job's context"
     assert letter.envelope.trace.trace_id == f"{publish.context.trace_id:032x}"
 
-    assert backend.requeue_dead_letters(ALPHA) == 1
+    assert tools.requeue_dead_letters(ALPHA) == 1
     run_until(worker(), clock, lambda: len(traced.processed()) == 2)
     again = traced.processed()[-1]
     assert again.context.trace_id == publish.context.trace_id, "the requeued job's trace"

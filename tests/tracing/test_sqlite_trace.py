@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from queuey_core import ConsumerEnded
 from queuey_core import Delivery
 from queuey_core import Envelope
-from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import JobContext
 from queuey_core import ManualClock
@@ -36,10 +33,13 @@ from queuey_core.backends.sqlite.schema import SCHEMA_VERSION
 from queuey_core.trace_context import TraceContext
 from tests.backends.sqlite.test_migrate import Broker
 from tests.support import ALPHA
+from tests.support import Got
 from tests.support import Greet
 from tests.support import named_envelope
 from tests.tracing.test_spans import Traced
 from tests.tracing.test_spans import _parent_id
+from tests.tracing.test_spans import fatal_once
+from tests.tracing.test_spans import letter_and_requeue_stay_in_the_trace
 from tests.tracing.test_spans import run_until
 from tests.tracing.test_spans import traced  # noqa: F401 (a fixture)
 
@@ -58,19 +58,6 @@ def file(path: str, clock: ManualClock, queues: QueueSet) -> Iterator[SqliteBack
     backend.declare([*queues.values(), Q])
     yield backend
     backend.close()
-
-
-class Got:
-    """A sink keeping deliveries."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.items: list[Delivery] = []
-
-    def __call__(self, item: Delivery | ConsumerEnded) -> None:
-        if not isinstance(item, ConsumerEnded):
-            with self.lock:
-                self.items.append(item)
 
 
 def delivered(backend: SqliteBackend) -> Delivery:
@@ -119,32 +106,14 @@ def test_a_dead_letter_on_a_file_keeps_its_trace_and_a_requeue_joins_it_again(
     queues: QueueSet,
     clock: ManualClock,
 ) -> None:
-    runs: list[int] = []
-
-    def greet(job: Greet, ctx: JobContext) -> None:
-        runs.append(ctx.attempt)
-        if len(runs) == 1:
-            raise Fatal("cannot ever work")
-
-    def worker() -> Worker:
-        return Worker(
-            file, queues, [Handler(Greet, greet)], clock=clock, tracer_provider=traced.provider
-        )
+    worker = fatal_once(traced, file, queues, clock)
 
     Producer(file, queues, clock=clock, tracer_provider=traced.provider).enqueue(Greet(name="x"))
     run_until(worker(), clock, lambda: len(file.list_dead_letters(ALPHA)) == 1)
 
-    (publish,) = traced.spans(f"publish {ALPHA}")
     (letter,) = file.list_dead_letters(ALPHA)
     assert isinstance(letter, DeadLetter)
-    assert letter.envelope.trace is not None, "the dead letter carries the job's context"
-    assert letter.envelope.trace.trace_id == f"{publish.context.trace_id:032x}"
-
-    assert file.requeue_dead_letters(ALPHA) == 1
-    run_until(worker(), clock, lambda: len(traced.processed()) == 2)
-    again = traced.processed()[-1]
-    assert again.context.trace_id == publish.context.trace_id, "the requeued job's trace"
-    assert _parent_id(again) == publish.context.span_id
+    letter_and_requeue_stay_in_the_trace(traced, file, letter, worker, clock)
 
 
 def test_the_context_and_its_tracestate_come_back_as_they_went_in(file: SqliteBackend) -> None:

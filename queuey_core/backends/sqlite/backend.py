@@ -78,7 +78,9 @@ class SqliteBackend(
         self._tags = 0
         self._abandoned: set[int] = set()
         self._closed = False
-        self._pump = Pump(self, self._clock, poll=self.options.poll, lease=self.options.lease)
+        self._pump = Pump(
+            self, self._db, self._clock, poll=self.options.poll, lease=self.options.lease
+        )
         self._writer = Writer(self._db, self._clock)
         self._control = SqliteControl(
             self._db, self._clock, lease=self.options.lease, wake=self._pump.wake

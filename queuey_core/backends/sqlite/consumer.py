@@ -13,23 +13,40 @@ a row whose lease was lost to another worker (the settle is refused, and
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.envelope import Envelope
 from queuey_core.queues import QueueConfig
 
-if TYPE_CHECKING:
-    from queuey_core.backends.sqlite.backend import SqliteBackend
-
 #: What a subscription with ``prefetch = 0`` (no limit) claims at once.
 UNLIMITED_BATCH = 100
+
+
+class Settler(Protocol):
+    """What subscriptions and deliveries need of their backend (:class:`SqliteBackend`
+    is one): declared here so that this module never imports the backend's."""
+
+    def _settle(
+        self,
+        delivery: SqliteDelivery,
+        *,
+        dead: str | None = None,
+        replacement: tuple[Envelope, float, bool] | None = None,
+    ) -> None:
+        """Delete the delivery's row, writing its dead letter or replacement with it."""
+
+    def _forget(self, sub: SqliteSubscription) -> None:
+        """Stop claiming for ``sub`` and drop its record in the file."""
+
+    def _give_back(self, ids: list[int]) -> None:
+        """Release the leases of rows ``ids``, keeping their place in the queue."""
 
 
 class SqliteSubscription:
     """A consumer of one queue. See :class:`~queuey_core.backends.base.Subscription`."""
 
-    def __init__(self, backend: SqliteBackend, config: QueueConfig, sink: Sink, tag: str) -> None:
+    def __init__(self, backend: Settler, config: QueueConfig, sink: Sink, tag: str) -> None:
         self._backend = backend
         self.config = config
         self.tag = tag
@@ -99,7 +116,7 @@ class SqliteDelivery:
 
     def __init__(
         self,
-        backend: SqliteBackend,
+        backend: Settler,
         sub: SqliteSubscription,
         row_id: int,
         envelope: Envelope,

@@ -17,13 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from queuey_core.backends.sqlite.database import Database
 from queuey_core.clock import Clock, Timer
 from queuey_core.errors import BackendError
-
-if TYPE_CHECKING:
-    from queuey_core.backends.sqlite.backend import SqliteBackend
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +32,35 @@ VERSION_EVERY = 1.0
 GIVE_UP_AFTER = 60.0
 
 
-class Pump:
-    """The thread of one :class:`SqliteBackend`, started with its first consumer."""
+class Pumped(Protocol):
+    """What the thread needs of its backend (:class:`SqliteBackend` is one): declared
+    here so that this module never imports the backend's."""
 
-    def __init__(self, backend: SqliteBackend, clock: Clock, *, poll: float, lease: float) -> None:
+    @property
+    def closed(self) -> bool:
+        """Whether the backend was closed (a failed look then ends the thread)."""
+
+    def _renew(self) -> None:
+        """Extend the backend's leases and record its consumers as alive."""
+
+    def _claim_all(self, now: int) -> tuple[bool, int | None]:
+        """Claim for every subscription; whether any row came, and when the next is due."""
+
+    def _serve_control(self, now: int) -> None:
+        """Answer the control requests waiting in the file."""
+
+    def _end_consumers(self, exc: BackendError) -> None:
+        """The file has failed for too long: end every consumer with ``exc``."""
+
+
+class Pump:
+    """The thread of one backend (:class:`Pumped`), started with its first consumer."""
+
+    def __init__(
+        self, backend: Pumped, db: Database, clock: Clock, *, poll: float, lease: float
+    ) -> None:
         self._backend = backend
+        self._db = db
         self._clock = clock
         self._poll = poll
         # Renew well before the lease runs out: a few renewals may fail (a busy file)
@@ -112,11 +134,11 @@ class Pump:
             self._next_renewal = time.monotonic() + self._renew_every
             backend._renew()
         changed = False
-        wal = backend._db.wal_signature()
+        wal = self._db.wal_signature()
         if wal is None or wal != self._wal or time.monotonic() >= self._next_version:
             self._wal = wal
             self._next_version = time.monotonic() + VERSION_EVERY
-            version = backend._db.data_version()
+            version = self._db.data_version()
             changed = version != self._version
             self._version = version
         now = self._clock.wall_ms()

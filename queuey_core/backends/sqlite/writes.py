@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from queuey_core.backends.sqlite import dead, messages
 from queuey_core.backends.sqlite.database import Database, SqliteError
@@ -33,13 +33,27 @@ from queuey_core.errors import (
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 
-if TYPE_CHECKING:
-    from queuey_core.backends.sqlite.consumer import SqliteDelivery
-
 logger = logging.getLogger(__name__)
 
 #: A declared queue as the file knows it: (max_priority, kind).
 QueueInfo = tuple[int | None, str]
+
+
+class Leased(Protocol):
+    """What a settle needs of a delivery (:class:`SqliteDelivery` is one): declared
+    here so that this module never imports the consumer's."""
+
+    @property
+    def row_id(self) -> int:
+        """The leased row."""
+
+    @property
+    def queue(self) -> str:
+        """The queue it was claimed from."""
+
+    @property
+    def envelope(self) -> Envelope:
+        """The job the row holds."""
 
 
 class Writer:
@@ -187,7 +201,7 @@ class Writer:
 
     def settle(
         self,
-        delivery: SqliteDelivery,
+        delivery: Leased,
         *,
         owner: str,
         dead: str | None,

@@ -3,7 +3,6 @@ with what remains of its delay, and every dead letter with its reason and attemp
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from queuey_core import ManualClock
@@ -13,6 +12,7 @@ from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.migrate import migrate
 from queuey_core.envelope import Envelope
+from tests.support import dead_letter_one
 from tests.support import named_envelope
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
@@ -43,15 +43,7 @@ def test_jobs_and_dead_letters_move_once_with_their_delays_and_reasons(tmp_path:
     source.declare([Q])
     doomed = envelope("doomed", attempt=3)
     source.publish(doomed)
-    # Dead-letter it through a consumer, as a worker would.
-    got: list[object] = []
-    sub = source.consume(Q, got.append)
-    deadline = time.monotonic() + 10
-    while not got:
-        assert time.monotonic() < deadline, "never delivered"
-        time.sleep(0.01)
-    got[0].dead_letter("fatal error: no")  # type: ignore[attr-defined]
-    sub.close()
+    dead_letter_one(source, Q, "fatal error: no")
     for i in range(3):
         source.publish(envelope(f"r{i}"))
     source.publish(envelope("later"), delay=30)

@@ -19,8 +19,6 @@ from typing import Any
 import pytest
 
 from queuey_core import BackendError
-from queuey_core import ConsumerEnded
-from queuey_core import Delivery
 from queuey_core import EnqueueUnknownError
 from queuey_core import Envelope
 from queuey_core import ManualClock
@@ -34,25 +32,9 @@ from queuey_core.backends.sqlite import parse_url
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
+from tests.support import Got
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
-
-
-class Got:
-    """A sink keeping deliveries."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.items: list[Delivery] = []
-
-    def __call__(self, item: Delivery | ConsumerEnded) -> None:
-        if not isinstance(item, ConsumerEnded):
-            with self.lock:
-                self.items.append(item)
-
-    def __len__(self) -> int:
-        with self.lock:
-            return len(self.items)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from queuey_core.envelope import Envelope
 from tests.harness import AMQP_URL
 from tests.integration.broker import scratch_queue
 from tests.integration.broker import take_job_ids
+from tests.support import dead_letter_one
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +42,7 @@ def test_a_file_moves_to_rabbitmq_jobs_held_jobs_and_dead_letters(tmp_path: Path
         source.declare([q])
         doomed = envelope(name, "doomed", attempt=2)
         source.publish(doomed)
-        got: list[object] = []
-        sub = source.consume(q, got.append)
-        deadline = time.monotonic() + 10
-        while not got:
-            assert time.monotonic() < deadline, "never delivered"
-            time.sleep(0.01)
-        got[0].dead_letter("fatal error: no")  # type: ignore[attr-defined]
-        sub.close()
+        dead_letter_one(source, q, "fatal error: no")
         ready = [envelope(name, f"r{i}") for i in range(3)]
         for e in ready:
             source.publish(e)

@@ -7,10 +7,10 @@ One module a duty:
 * :mod:`.schedule`: :class:`Schedule`, and building schedules from ``[schedules.NAME]``
   with each payload checked against its job model;
 * :mod:`.election` and :mod:`.state`: the protocols for electing the one scheduler
-  that fires and for keeping the last fired tick (on the broker, never in a file);
-  :mod:`.memory` implements both in-process for tests;
-* :mod:`.fire`: enqueueing a firing under its tick's job id;
-* :mod:`.scheduler`: :class:`Scheduler`, the loop.
+  that fires and for keeping the last fired tick (with the backend, never in a local
+  file beside a broker); :mod:`.memory` implements both in-process for tests;
+* :mod:`.scheduler`: :class:`Scheduler`, the loop; it fires through
+  ``Producer.enqueue(job, job_id=...)`` under its tick's job id.
 """
 
 from __future__ import annotations

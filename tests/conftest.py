@@ -135,3 +135,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Puts the root logger back after each test.
+
+    A command run in-process (CliRunner) installs its log handler on the root logger,
+    as the console script does; left there, later tests' log lines went to the real
+    stderr as JSON, and pytest's own log capture stopped seeing them.
+    """
+    import logging  # noqa: PLC0415
+
+    def ours(h: logging.Handler) -> bool:
+        # pytest adds and removes its capture handlers per phase itself: leave them be.
+        return not type(h).__module__.startswith("_pytest")
+
+    root = logging.getLogger()
+    before, level = [h for h in root.handlers if ours(h)], root.level
+    pika_level = logging.getLogger("pika").level
+    try:
+        yield
+    finally:
+        for h in [h for h in root.handlers if ours(h) and h not in before]:
+            root.removeHandler(h)
+            h.close()
+        for h in before:
+            if h not in root.handlers:
+                root.addHandler(h)
+        root.setLevel(level)
+        logging.getLogger("pika").setLevel(pika_level)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from collections.abc import Iterable
+from pathlib import Path
 from typing import ClassVar
 from typing import Protocol
 from typing import TypeVar
@@ -323,3 +326,26 @@ def dead_letter_one(backend: Backend, queue: QueueConfig, reason: str) -> None:
         got.items[0].dead_letter(reason)
     finally:
         sub.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, which only waits for its parent to reap it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def kill_all(proc: subprocess.Popen[bytes], children: Iterable[int]) -> None:
+    """Clean-up after a failed test: ``proc`` and its ``children`` killed, ``proc`` reaped;
+    nothing of ours outlives it."""
+    for pid in [proc.pid, *children]:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of the log at ``path``, each cut at 300 characters."""
+    return "\n".join(line[:300] for line in path.read_text().splitlines()[-lines:])

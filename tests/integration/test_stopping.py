@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pika
 import pytest
 
 from queuey_core import Producer
@@ -31,11 +30,15 @@ from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
-from tests.conftest import require_broker
 from tests.integration import ledger
+from tests.integration.broker import clean_queues
+from tests.integration.configs import worker_config
 from tests.integration.fleet import QUEUEY
 from tests.integration.fleet import REPO
 from tests.process.bursts import Burst
+from tests.support import alive
+from tests.support import kill_all
+from tests.support import log_tail
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,42 +61,11 @@ QUEUES = QueueSet([QueueConfig(QUEUE, prefetch=2)])
 
 
 def _config(path: Path, shutdown_timeout: float) -> Path:
-    path.write_text(
-        f"""
-[broker]
-url = "{harness.AMQP_URL}"
-heartbeat = 10
-
-[worker]
-concurrency = 2
-job_timeout = "60s"
-shutdown_timeout = "{shutdown_timeout}s"
-
-# The example handlers are installed too: their queues must be declared.
-[queues.alpha]
-max_priority = 10
-
-[queues.beta]
-kind = "quorum"
-
-[queues."{ledger.CLASSIC}"]
-prefetch = 2
-
-[queues."{ledger.QUORUM}"]
-kind = "quorum"
-"""
+    return worker_config(
+        path,
+        shutdown_timeout=f"{shutdown_timeout}s",
+        queues={ledger.CLASSIC: "prefetch = 2", ledger.QUORUM: 'kind = "quorum"'},
     )
-    return path
-
-
-def _delete_queue() -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(harness.AMQP_URL))
-    try:
-        ch = conn.channel()
-        for name in (QUEUE, f"{QUEUE}.dlq"):
-            ch.queue_delete(name)
-    finally:
-        conn.close()
 
 
 def _enqueue(n: int, ms: int) -> list[str]:
@@ -103,15 +75,6 @@ def _enqueue(n: int, ms: int) -> list[str]:
         return [str(j) for j in Producer(rabbit, QUEUES).enqueue_many(jobs)]
     finally:
         rabbit.close()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie only waits to be reaped: it does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 class Process:
@@ -155,13 +118,10 @@ class Process:
             time.sleep(0.02)
 
     def tail(self) -> str:
-        return "\n".join(line[:300] for line in self.log.read_text().splitlines()[-12:])
+        return log_tail(self.log, 12)
 
     def kill_all(self) -> None:
-        for pid in [self.proc.pid, *self.children()]:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        self.proc.wait(10)
+        kill_all(self.proc, self.children())
 
 
 def consuming(p: Process, n: int) -> Callable[[], bool]:
@@ -226,10 +186,8 @@ def _trial(folder: Path, config: Path, rng: random.Random, processes: int) -> Ou
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Iterator[Path]:
-    require_broker()
-    _delete_queue()
-    yield tmp_path
-    _delete_queue()
+    with clean_queues(QUEUE):
+        yield tmp_path
 
 
 def _run_trials(

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.process.bursts import Burst
+from tests.support import alive
 
 pytestmark = pytest.mark.slow
 
@@ -32,15 +33,6 @@ TRIALS = max(1, round(160 * SCALE))
 SUPERVISOR_TRIALS = max(1, round(60 * SCALE))
 SHUTDOWN_TIMEOUT = 1.0
 SLACK = 1.0
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie only waits to be reaped: it does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def _trial(seed: int, logs: Path, driver: str) -> tuple[str, float, int | None]:

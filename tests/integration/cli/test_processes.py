@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pika
 import pytest
 
 from queuey_core import Producer
@@ -26,11 +25,15 @@ from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests import harness
-from tests.conftest import require_broker
 from tests.integration import cpu_jobs
 from tests.integration import ledger
+from tests.integration.broker import clean_queues
+from tests.integration.configs import worker_config
 from tests.integration.fleet import QUEUEY
 from tests.integration.fleet import REPO
+from tests.support import alive
+from tests.support import kill_all
+from tests.support import log_tail
 
 pytestmark = pytest.mark.integration
 
@@ -38,47 +41,13 @@ QUEUES = QueueSet([QueueConfig(cpu_jobs.QUEUE, prefetch=2)])
 
 
 def _config(path: Path) -> Path:
-    path.write_text(
-        f"""
-[broker]
-url = "{harness.AMQP_URL}"
-heartbeat = 10
-
-[worker]
-concurrency = 2
-job_timeout = "60s"
-shutdown_timeout = "30s"
-
-# The example handlers are installed too: their queues must be declared.
-[queues.alpha]
-max_priority = 10
-
-[queues.beta]
-kind = "quorum"
-
-[queues."{cpu_jobs.QUEUE}"]
-prefetch = 2
-"""
-    )
-    return path
-
-
-def _delete_queues() -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(harness.AMQP_URL))
-    try:
-        ch = conn.channel()
-        for name in (cpu_jobs.QUEUE, f"{cpu_jobs.QUEUE}.dlq"):
-            ch.queue_delete(name)
-    finally:
-        conn.close()
+    return worker_config(path, shutdown_timeout="30s", queues={cpu_jobs.QUEUE: "prefetch = 2"})
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Iterator[Path]:
-    require_broker()
-    _delete_queues()
-    yield tmp_path
-    _delete_queues()
+    with clean_queues(cpu_jobs.QUEUE):
+        yield tmp_path
 
 
 class Supervisor:
@@ -138,23 +107,10 @@ class Supervisor:
         return self.proc.wait(timeout)
 
     def tail(self) -> str:
-        return "\n".join(line[:300] for line in self.log.read_text().splitlines()[-15:])
+        return log_tail(self.log, 15)
 
     def kill_all(self) -> None:
-        """Clean-up after a failed test: nothing of ours outlives it."""
-        for pid in [self.proc.pid, *self.children()]:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, which only waits for its parent to reap it, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+        kill_all(self.proc, self.children())
 
 
 def enqueue(n: int, rounds: int) -> list[str]:

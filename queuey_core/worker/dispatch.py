@@ -56,6 +56,8 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
+from queuey_core.worker.async_job import AsyncJob
+from queuey_core.worker.asyncio_runner import AsyncRunner
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
@@ -74,6 +76,8 @@ class Route:
     job_type: type[Job]
     queue: QueueConfig
     policy: RetryPolicy
+    #: An ``async def`` handler: run on the worker's event loop (:mod:`.asyncio_runner`).
+    is_async: bool = False
 
 
 class Dispatcher:
@@ -88,7 +92,9 @@ class Dispatcher:
         job_timeout: float | None,
         timeout_grace: float,
         hooks: HookRunner | None = None,
+        aio: AsyncRunner | None = None,
     ) -> None:
+        self._aio = aio
         self._hooks = hooks if hooks is not None else HookRunner((), clock)
         self._routes = routes
         self._handle = handle
@@ -175,11 +181,28 @@ class Dispatcher:
             priority=env.priority,
             age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
             redelivered=delivery.redelivered,
-            cancel_event=_CancelEvent(),
+            cancel_event=self._aio.cancel_event()
+            if route.is_async and self._aio
+            else _CancelEvent(),
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         self._hooks.started(delivery)
+        if route.is_async and self._aio is not None:  # to the event loop, settled there
+            self._aio.submit(
+                AsyncJob(
+                    route.handler,
+                    job,
+                    ctx,
+                    queue,
+                    timeout,
+                    fields,
+                    settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
+                    timed_out=_timed_out(timeout or 0.0),
+                    on_timed_out=functools.partial(self._hooks.timed_out, delivery),
+                )
+            )
+            return
         if timeout is None:
             try:
                 outcome = call_handler(route.handler, job, ctx)

@@ -24,10 +24,11 @@ from queuey_core.backends.capabilities import ControlServer, SupportsControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
-from queuey_core.handlers import JobHandler
+from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.tracing import worker_tracing
+from queuey_core.worker.asyncio_runner import AsyncRunner
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner, WorkerHooks
@@ -69,6 +70,11 @@ class Worker:
             one is set before the worker is made); see ``docs/tracing.md``.
         control_secret: answer only control requests signed with this secret
             (``[control] secret``; see :mod:`queuey_core.control.signing`).
+        async_concurrency: ``async def`` jobs running at once on the worker's event loop,
+            for the queues without an ``async_concurrency`` of their own (default:
+            ``concurrency``); see :mod:`queuey_core.worker.asyncio_runner`.
+        loop_block_warning: seconds the event loop may stay blocked by one coroutine
+            before it is reported (None: not watched).
     """
 
     def __init__(
@@ -88,6 +94,8 @@ class Worker:
         on_shutdown_request: Callable[[], None] | None = None,
         tracer_provider: TracerProvider | None = None,
         control_secret: str | bytes | None = None,
+        async_concurrency: int | None = None,
+        loop_block_warning: float | None = 1.0,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -99,7 +107,7 @@ class Worker:
                 raise DuplicateHandlerError(name)
             config = queues[queue_name]
             policy = h.job_type.RETRY or config.retry
-            self._routes[name] = Route(h, h.job_type, config, policy)
+            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h))
         self._queues = queues.select(consume)
         self._concurrency = max(
             1, concurrency if concurrency is not None else sum(q.prefetch for q in self._queues)
@@ -120,6 +128,18 @@ class Worker:
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
         self._hooks = runner(hooks, self._clock, counts=self._counts)
+        self._aio = (
+            AsyncRunner(
+                handle=self._handle,
+                clock=self._clock,
+                grace=timeout_grace,
+                caps={q.name: q.async_concurrency for q in self._queues if q.async_concurrency},
+                shared_cap=max(1, async_concurrency or self._concurrency),
+                block_warning=loop_block_warning,
+            )
+            if any(route.is_async for route in self._routes.values())
+            else None
+        )
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,
@@ -127,6 +147,7 @@ class Worker:
             job_timeout=job_timeout,
             timeout_grace=timeout_grace,
             hooks=self._hooks,
+            aio=self._aio,
         )
         self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
         if tracing is not None:
@@ -157,6 +178,13 @@ class Worker:
     def job_types(self) -> frozenset[str]:
         """The job types this worker has a handler for."""
         return frozenset(self._routes)
+
+    def cancel_async_jobs(self, wait: float = 1.0) -> int:
+        """Cancel every running ``async def`` job, as a second signal does: each gets
+        ``CancelledError`` (its ``finally`` blocks run) and its delivery is not settled
+        (it goes back to the broker with the connection). Waits up to ``wait`` seconds;
+        returns how many had not ended by then."""
+        return 0 if self._aio is None else self._aio.cancel_all(wait)
 
     def __repr__(self) -> str:
         return (
@@ -216,6 +244,8 @@ class Worker:
                     errors.append(exc)
                     stopping.set()
             if not stopping.is_set():
+                if self._aio is not None:
+                    self._aio.start()
                 threads = [
                     threading.Thread(
                         target=self._job_loop,
@@ -243,6 +273,8 @@ class Worker:
                 events.put(_STOP)
             for thread in threads:
                 thread.join()
+            if self._aio is not None:  # every async job was handed over: wait for them
+                self._aio.drain()
         finally:
             handle.remove_waker(stopping.set)
             for sub in subscriptions:

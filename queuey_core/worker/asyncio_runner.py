@@ -1,0 +1,248 @@
+"""The worker's event loop: where ``async def`` handlers run, under caps of their own.
+
+A job thread takes a delivery as for any job, runs the seed's checks, and for an async
+handler hands the job over here instead of running it: it takes a permit of the job's
+async cap (waiting while the cap is reached, so it pulls nothing more meanwhile), starts
+the coroutine on the loop and goes back for the next delivery. The coroutine runs under
+its timeout (:mod:`.async_job`); its settle (hooks, logs, the broker, which may block)
+runs on a small pool of settle threads, never on the loop.
+
+Caps: a queue with ``async_concurrency`` set has a cap of its own for its async jobs;
+the others share one of ``Worker(async_concurrency=...)``, by default the worker's
+``concurrency``.
+
+Owns: the loop's thread, the permits, the settle threads, draining and cancelling the
+coroutines. Must never: run more async jobs of a cap at once than the cap, block the loop
+itself, or lose a delivery: every coroutine handed over is settled (or, after a forced
+stop, given back with the connection) before :meth:`AsyncRunner.drain` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Mapping
+
+from queuey_core.aio.cancel import LoopCancelEvent
+from queuey_core.clock import Clock
+from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
+from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.loop_watch import LoopWatch
+from queuey_core.worker.outcome import Outcome
+
+logger = logging.getLogger(__name__)
+
+#: Settle threads at most: a settle waits on the broker for about a millisecond.
+SETTLE_THREADS = 8
+
+
+class AsyncRunner:
+    """One event loop on a thread of its own, running the async jobs handed to it.
+
+    Args:
+        handle: the worker's handle (jobs in flight, stuck jobs).
+        clock: time source for the job timeouts.
+        grace: seconds a cancelled coroutine gets to end before it is reported as stuck.
+        caps: async jobs running at once, for the queues that have a cap of their own.
+        shared_cap: the cap every other queue's async jobs share.
+        block_warning: seconds the loop may go without running before it is reported as
+            blocked (a coroutine calling blocking code); None: not watched.
+    """
+
+    def __init__(
+        self,
+        *,
+        handle: WorkerHandle,
+        clock: Clock,
+        grace: float,
+        caps: Mapping[str, int],
+        shared_cap: int,
+        block_warning: float | None = 1.0,
+    ) -> None:
+        self._handle = handle
+        self._clock = clock
+        self._grace = grace
+        shared = threading.Semaphore(shared_cap)
+        self._permits = {queue: threading.Semaphore(cap) for queue, cap in caps.items()}
+        self._shared = shared
+        self._block_warning = block_warning
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._watch: LoopWatch | None = None
+        self._settles = concurrent.futures.ThreadPoolExecutor(
+            max_workers=SETTLE_THREADS, thread_name_prefix="queuey-async-settle"
+        )
+        self._idle = threading.Condition()
+        self._running = 0
+        # task -> (job, its run): the loop's thread only (the watch reads a copy).
+        self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop async jobs run on."""
+        return self._loop
+
+    def cancel_event(self) -> LoopCancelEvent:
+        """A new job's cancellation flag, awaitable on this loop."""
+        return LoopCancelEvent(self._loop)
+
+    def running(self) -> int:
+        """Async jobs handed over and not settled yet."""
+        with self._idle:
+            return self._running
+
+    def start(self) -> None:
+        """Start the loop's thread (and its watch); once."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
+        self._thread.start()
+        if self._block_warning is not None:
+            self._watch = LoopWatch(
+                self._loop,
+                self._thread,
+                threshold=self._block_warning,
+                handle=self._handle,
+                current=self.current_job,
+            )
+            self._watch.start()
+
+    def submit(self, item: AsyncJob) -> None:
+        """Run ``item`` on the loop (from a job thread), once a permit of its cap is free.
+
+        Waits while the cap is reached: the job thread pulls nothing more meanwhile.
+        """
+        permit = self._permits.get(item.queue, self._shared)
+        permit.acquire()
+        with self._idle:
+            self._running += 1
+        self._handle.record_in_flight(1)
+        self._loop.call_soon_threadsafe(self._begin, item, permit)
+
+    def drain(self) -> None:
+        """Wait for every coroutine handed over to end and be settled, then stop the loop."""
+        with self._idle:
+            while self._running:
+                self._idle.wait()
+        self.close()
+
+    def cancel_all(self, wait: float) -> int:
+        """Cancel every running coroutine (a forced stop) and wait up to ``wait`` seconds
+        for them to end (their ``finally`` blocks run); their deliveries are not settled.
+        Returns how many were still running after the wait."""
+        done = threading.Event()
+
+        def cancel() -> None:
+            for task, (item, run) in list(self._runs.items()):
+                run.forced = True
+                item.ctx.cancel_event.set()
+                task.cancel("the worker is stopping at once")
+            done.set()
+
+        try:
+            self._loop.call_soon_threadsafe(cancel)
+        except RuntimeError:  # closed: nothing runs
+            return 0
+        done.wait(wait)
+        with self._idle:
+            self._idle.wait_for(lambda: not self._running, timeout=wait)
+            return self._running
+
+    def close(self) -> None:
+        """Stop the loop and the settle threads (after :meth:`drain`, or when unused)."""
+        if self._watch is not None:
+            self._watch.stop()
+        if self._thread is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+        elif self._thread is None and not self._loop.is_closed():
+            self._loop.close()
+        self._settles.shutdown(wait=True)
+
+    # -- on the loop's thread ---------------------------------------------------------
+
+    def _serve(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            # Tasks a handler started and left behind: cancelled, not left to warn.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    def _begin(self, item: AsyncJob, permit: threading.Semaphore) -> None:
+        run = AsyncRun()
+        task = self._loop.create_task(self._main(item, run, permit))
+        self._runs[task] = (item, run)
+
+    async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:
+        task = asyncio.current_task()
+        try:
+            outcome = await run_job(
+                item,
+                run,
+                clock=self._clock,
+                grace=self._grace,
+                on_stuck=self._stuck,
+                on_stuck_ended=self._stuck_ended,
+            )
+            if outcome is not None:
+                await self._loop.run_in_executor(self._settles, _settle, item, outcome)
+            elif run.forced:
+                logger.warning(
+                    "job cancelled: the worker is stopping at once; its delivery goes back "
+                    "to the broker",
+                    extra=item.fields,
+                )
+        except asyncio.CancelledError:
+            logger.warning(
+                "job cancelled: the worker is stopping at once; its delivery goes back to "
+                "the broker",
+                extra=item.fields,
+            )
+        except BaseException:  # never expected: run_job classifies every outcome
+            logger.critical("worker bug while running an async job", exc_info=True)
+        finally:
+            if task is not None:
+                self._runs.pop(task, None)
+            permit.release()
+            self._handle.record_in_flight(-1)
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _stuck(self, item: AsyncJob) -> None:
+        """On the clock's thread: a coroutine still running ``grace`` after its timeout."""
+        self._handle.record_stuck(1)
+        logger.error(
+            "async job still running %gs after its timeout was cancelled; settling it as "
+            "timed out, its permit stays taken until it ends",
+            self._grace,
+            extra=item.fields,
+        )
+        self._settles.submit(_settle, item, item.timed_out)
+
+    def _stuck_ended(self, item: AsyncJob) -> None:
+        self._handle.record_stuck(-1)
+        logger.warning("stuck async job ended at last", extra=item.fields)
+
+    def current_job(self) -> AsyncJob | None:
+        """The job whose coroutine the loop is running right now, if any (any thread)."""
+        task = asyncio.current_task(self._loop) if self._thread is not None else None
+        entry = self._runs.get(task) if task is not None else None
+        return entry[0] if entry is not None else None
+
+
+def _settle(item: AsyncJob, outcome: Outcome) -> None:
+    """On a settle thread: the hooks, the logs and the broker, for ``outcome``."""
+    if outcome.timed_out:
+        item.on_timed_out(outcome.error)
+    item.settle(outcome)

@@ -133,6 +133,8 @@ async def run_job(
         if run.abandon():
             on_stuck(item)
 
+    if run.forced:  # handed over after a forced stop: never started
+        raise asyncio.CancelledError
     timer = clock.call_later(item.timeout, on_timeout) if item.timeout is not None else None
     outcome: Outcome = item.timed_out
     interrupted = ""

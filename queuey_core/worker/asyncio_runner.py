@@ -76,6 +76,7 @@ class AsyncRunner:
         )
         self._idle = threading.Condition()
         self._running = 0
+        self._forced = False
         # task -> (job, its run): the loop's thread only (the watch reads a copy).
         self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
 
@@ -135,6 +136,7 @@ class AsyncRunner:
         done = threading.Event()
 
         def cancel() -> None:
+            self._forced = True  # and any job handed over from now on
             for task, (item, run) in list(self._runs.items()):
                 run.forced = True
                 item.ctx.cancel_event.set()
@@ -180,6 +182,7 @@ class AsyncRunner:
 
     def _begin(self, item: AsyncJob, permit: threading.Semaphore) -> None:
         run = AsyncRun()
+        run.forced = self._forced
         task = self._loop.create_task(self._main(item, run, permit))
         self._runs[task] = (item, run)
 

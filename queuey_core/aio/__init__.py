@@ -2,3 +2,7 @@
 the awaitable cancellation flag of async jobs (:mod:`.cancel`)."""
 
 from __future__ import annotations
+
+from queuey_core.aio.producer import AsyncProducer
+
+__all__ = ["AsyncProducer"]

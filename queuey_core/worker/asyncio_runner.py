@@ -23,10 +23,14 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from queuey_core.aio.cancel import LoopCancelEvent
 from queuey_core.clock import Clock
+from queuey_core.context import JobContext
+from queuey_core.handlers import JobHandler
+from queuey_core.jobs import Job
 from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.loop_watch import LoopWatch
@@ -110,11 +114,26 @@ class AsyncRunner:
             )
             self._watch.start()
 
-    def submit(self, item: AsyncJob) -> None:
-        """Run ``item`` on the loop (from a job thread), once a permit of its cap is free.
+    def submit(
+        self,
+        handler: JobHandler,
+        job: Job,
+        ctx: JobContext,
+        queue: str,
+        timeout: float | None,
+        fields: dict[str, Any],
+        *,
+        settle: Callable[[Outcome], None],
+        timed_out: Outcome,
+        on_timed_out: Callable[[str], None],
+    ) -> None:
+        """Run a job on the loop (from a job thread), once a permit of its cap is free.
 
         Waits while the cap is reached: the job thread pulls nothing more meanwhile.
+        ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
+        of a timeout (before its settle); both may block and run on a settle thread.
         """
+        item = AsyncJob(handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out)
         permit = self._permits.get(item.queue, self._shared)
         permit.acquire()
         with self._idle:

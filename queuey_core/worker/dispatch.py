@@ -43,7 +43,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Delivery
 from queuey_core.backends.capabilities import acks_early
@@ -56,14 +56,15 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
-from queuey_core.worker.async_job import AsyncJob
-from queuey_core.worker.asyncio_runner import AsyncRunner
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
 from queuey_core.worker.tracked import Tracked
+
+if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
+    from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
 
@@ -190,17 +191,15 @@ class Dispatcher:
         self._hooks.started(delivery)
         if route.is_async and self._aio is not None:  # to the event loop, settled there
             self._aio.submit(
-                AsyncJob(
-                    route.handler,
-                    job,
-                    ctx,
-                    queue,
-                    timeout,
-                    fields,
-                    settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
-                    timed_out=_timed_out(timeout or 0.0),
-                    on_timed_out=functools.partial(self._hooks.timed_out, delivery),
-                )
+                route.handler,
+                job,
+                ctx,
+                queue,
+                timeout,
+                fields,
+                settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
+                timed_out=_timed_out(timeout or 0.0),
+                on_timed_out=functools.partial(self._hooks.timed_out, delivery),
             )
             return
         if timeout is None:

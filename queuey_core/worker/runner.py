@@ -28,13 +28,14 @@ from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.tracing import worker_tracing
-from queuey_core.worker.asyncio_runner import AsyncRunner
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner, WorkerHooks
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+    from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +129,12 @@ class Worker:
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
         self._hooks = runner(hooks, self._clock, counts=self._counts)
-        self._aio = (
-            AsyncRunner(
+        self._aio: AsyncRunner | None = None
+        if any(route.is_async for route in self._routes.values()):
+            # Imported here: a worker without async handlers never imports asyncio.
+            from queuey_core.worker.asyncio_runner import AsyncRunner  # noqa: PLC0415
+
+            self._aio = AsyncRunner(
                 handle=self._handle,
                 clock=self._clock,
                 grace=timeout_grace,
@@ -137,9 +142,6 @@ class Worker:
                 shared_cap=max(1, async_concurrency or self._concurrency),
                 block_warning=loop_block_warning,
             )
-            if any(route.is_async for route in self._routes.values())
-            else None
-        )
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from queuey_core import AsyncProducer
 from queuey_core import EnqueueUnknownError
 from queuey_core import Envelope
 from queuey_core import InvalidPriorityError
@@ -17,7 +18,6 @@ from queuey_core import MemoryBackend
 from queuey_core import NotEnqueuedError
 from queuey_core import QueueSet
 from queuey_core import QueueyError
-from queuey_core.aio import AsyncProducer
 from queuey_core.aio import producer as aio_producer
 from tests.aio.ticking import idle_ticks
 from tests.aio.ticking import kept_ticking

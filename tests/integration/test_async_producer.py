@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from queuey_core import AsyncProducer
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
-from queuey_core.aio import AsyncProducer
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from tests.aio.ticking import idle_ticks
 from tests.aio.ticking import kept_ticking

@@ -48,6 +48,8 @@ class AsyncJob:
     timed_out: Outcome
     #: Tells the hooks the job timed out, with the error (before its settle); may block.
     on_timed_out: Callable[[str], None]
+    #: Its delivery acks without waiting: a success is settled on the loop itself.
+    acks_early: bool = False
 
 
 class State(enum.Enum):

@@ -20,8 +20,9 @@ stop, given back with the connection) before :meth:`AsyncRunner.drain` returns.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import collections
 import logging
+import queue
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,7 +35,7 @@ from queuey_core.jobs import Job
 from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.loop_watch import LoopWatch
-from queuey_core.worker.outcome import Outcome
+from queuey_core.worker.outcome import SUCCESS, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +76,17 @@ class AsyncRunner:
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._watch: LoopWatch | None = None
-        self._settles = concurrent.futures.ThreadPoolExecutor(
-            max_workers=SETTLE_THREADS, thread_name_prefix="queuey-async-settle"
-        )
+        # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
+        # all that arrive while it is busy, not one a job.
+        self._inbox: collections.deque[tuple[AsyncJob, threading.Semaphore]] = collections.deque()
+        self._inbox_lock = threading.Lock()
+        self._inbox_called = False
+        # Settles, taken by the settle threads: (job, outcome, the permit to give back
+        # once settled, or None when the coroutine still holds it).
+        self._settles: queue.SimpleQueue[
+            tuple[AsyncJob, Outcome, threading.Semaphore | None] | None
+        ] = queue.SimpleQueue()
+        self._settlers: list[threading.Thread] = []
         self._idle = threading.Condition()
         self._running = 0
         self._forced = False
@@ -104,6 +113,12 @@ class AsyncRunner:
             return
         self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
         self._thread.start()
+        self._settlers = [
+            threading.Thread(target=self._settle_loop, name=f"queuey-async-settle-{i}", daemon=True)
+            for i in range(SETTLE_THREADS)
+        ]
+        for thread in self._settlers:
+            thread.start()
         if self._block_warning is not None:
             self._watch = LoopWatch(
                 self._loop,
@@ -126,20 +141,30 @@ class AsyncRunner:
         settle: Callable[[Outcome], None],
         timed_out: Outcome,
         on_timed_out: Callable[[str], None],
+        acks_early: bool = False,
     ) -> None:
         """Run a job on the loop (from a job thread), once a permit of its cap is free.
 
         Waits while the cap is reached: the job thread pulls nothing more meanwhile.
         ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
-        of a timeout (before its settle); both may block and run on a settle thread.
+        of a timeout (before its settle); both may block and run on a settle thread,
+        but for a success whose delivery ``acks_early``: that ack waits for nothing, and
+        is sent from the loop (its hooks run there too).
         """
-        item = AsyncJob(handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out)
+        item = AsyncJob(
+            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, acks_early
+        )
         permit = self._permits.get(item.queue, self._shared)
         permit.acquire()
         with self._idle:
             self._running += 1
         self._handle.record_in_flight(1)
-        self._loop.call_soon_threadsafe(self._begin, item, permit)
+        with self._inbox_lock:
+            self._inbox.append((item, permit))
+            if self._inbox_called:
+                return
+            self._inbox_called = True
+        self._loop.call_soon_threadsafe(self._take_inbox)
 
     def drain(self) -> None:
         """Wait for every coroutine handed over to end and be settled, then stop the loop."""
@@ -180,7 +205,10 @@ class AsyncRunner:
             self._thread.join()
         elif self._thread is None and not self._loop.is_closed():
             self._loop.close()
-        self._settles.shutdown(wait=True)
+        for _ in self._settlers:
+            self._settles.put(None)
+        for thread in self._settlers:
+            thread.join()
 
     # -- on the loop's thread ---------------------------------------------------------
 
@@ -199,14 +227,20 @@ class AsyncRunner:
         finally:
             loop.close()
 
-    def _begin(self, item: AsyncJob, permit: threading.Semaphore) -> None:
-        run = AsyncRun()
-        run.forced = self._forced
-        task = self._loop.create_task(self._main(item, run, permit))
-        self._runs[task] = (item, run)
+    def _take_inbox(self) -> None:
+        with self._inbox_lock:
+            taken = list(self._inbox)
+            self._inbox.clear()
+            self._inbox_called = False
+        for item, permit in taken:
+            run = AsyncRun()
+            run.forced = self._forced
+            task = self._loop.create_task(self._main(item, run, permit))
+            self._runs[task] = (item, run)
 
     async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:
         task = asyncio.current_task()
+        outcome: Outcome | None = None
         try:
             outcome = await run_job(
                 item,
@@ -216,9 +250,7 @@ class AsyncRunner:
                 on_stuck=self._stuck,
                 on_stuck_ended=self._stuck_ended,
             )
-            if outcome is not None:
-                await self._loop.run_in_executor(self._settles, _settle, item, outcome)
-            elif run.forced:
+            if outcome is None and run.forced:
                 logger.warning(
                     "job cancelled: the worker is stopping at once; its delivery goes back "
                     "to the broker",
@@ -235,11 +267,38 @@ class AsyncRunner:
         finally:
             if task is not None:
                 self._runs.pop(task, None)
-            permit.release()
-            self._handle.record_in_flight(-1)
-            with self._idle:
-                self._running -= 1
+            if outcome is SUCCESS and item.acks_early:  # nothing to wait for: here
+                self._settle_here(item, outcome, permit)
+            elif outcome is not None:  # the settle thread gives the permit back, settled
+                self._settles.put((item, outcome, permit))
+            else:
+                self._release(permit)
+
+    def _release(self, permit: threading.Semaphore) -> None:
+        """A job is over (settled, or never to be): its permit and counts given back."""
+        permit.release()
+        self._handle.record_in_flight(-1)
+        with self._idle:
+            self._running -= 1
+            if not self._running:
                 self._idle.notify_all()
+
+    # -- on the settle threads ----------------------------------------------------------
+
+    def _settle_loop(self) -> None:
+        while (taken := self._settles.get()) is not None:
+            self._settle_here(*taken)
+
+    def _settle_here(
+        self, item: AsyncJob, outcome: Outcome, permit: threading.Semaphore | None
+    ) -> None:
+        try:
+            _settle(item, outcome)
+        except BaseException:  # never expected: the dispatcher's settle logs its own
+            logger.critical("worker bug while settling an async job", exc_info=True)
+        finally:
+            if permit is not None:
+                self._release(permit)
 
     def _stuck(self, item: AsyncJob) -> None:
         """On the clock's thread: a coroutine still running ``grace`` after its timeout."""
@@ -250,7 +309,7 @@ class AsyncRunner:
             self._grace,
             extra=item.fields,
         )
-        self._settles.submit(_settle, item, item.timed_out)
+        self._settles.put((item, item.timed_out, None))
 
     def _stuck_ended(self, item: AsyncJob) -> None:
         self._handle.record_stuck(-1)

@@ -77,8 +77,7 @@ class Route:
     job_type: type[Job]
     queue: QueueConfig
     policy: RetryPolicy
-    #: An ``async def`` handler: run on the worker's event loop (:mod:`.asyncio_runner`).
-    is_async: bool = False
+    is_async: bool = False  # run on the worker's event loop (:mod:`.asyncio_runner`)
 
 
 class Dispatcher:
@@ -200,6 +199,7 @@ class Dispatcher:
                 settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
                 timed_out=_timed_out(timeout or 0.0),
                 on_timed_out=functools.partial(self._hooks.timed_out, delivery),
+                acks_early=acks_early(delivery.inner),
             )
             return
         if timeout is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import queue
 import threading
@@ -78,7 +79,9 @@ class AsyncRunner:
         self._watch: LoopWatch | None = None
         # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
         # all that arrive while it is busy, not one a job.
-        self._inbox: collections.deque[tuple[AsyncJob, threading.Semaphore]] = collections.deque()
+        self._inbox: collections.deque[
+            tuple[AsyncJob, threading.Semaphore, contextvars.Context]
+        ] = collections.deque()
         self._inbox_lock = threading.Lock()
         self._inbox_called = False
         # Settles, taken by the settle threads: (job, outcome, the permit to give back
@@ -160,7 +163,8 @@ class AsyncRunner:
             self._running += 1
         self._handle.record_in_flight(1)
         with self._inbox_lock:
-            self._inbox.append((item, permit))
+            # The job thread's context (the job's span, when tracing) goes with it.
+            self._inbox.append((item, permit, contextvars.copy_context()))
             if self._inbox_called:
                 return
             self._inbox_called = True
@@ -232,10 +236,10 @@ class AsyncRunner:
             taken = list(self._inbox)
             self._inbox.clear()
             self._inbox_called = False
-        for item, permit in taken:
+        for item, permit, context in taken:
             run = AsyncRun()
             run.forced = self._forced
-            task = self._loop.create_task(self._main(item, run, permit))
+            task = self._loop.create_task(self._main(item, run, permit), context=context)
             self._runs[task] = (item, run)
 
     async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:

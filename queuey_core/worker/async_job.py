@@ -16,7 +16,6 @@ it back with the connection).
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import threading
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from queuey_core.context import JobContext
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
 from queuey_core.worker.outcome import SUCCESS, Outcome, format_traceback, outcome_of
+from queuey_core.worker.timeout import RunState as State
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +50,6 @@ class AsyncJob:
     on_timed_out: Callable[[str], None]
     #: Its delivery acks without waiting: a success is settled on the loop itself.
     acks_early: bool = False
-
-
-class State(enum.Enum):
-    RUNNING = 1
-    TIMED_OUT = 2
-    ABANDONED = 3
-    DONE = 4
 
 
 class AsyncRun:

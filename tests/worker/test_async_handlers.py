@@ -30,6 +30,7 @@ from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import Greet
 from tests.support import Ping
+from tests.support import Recorder
 from tests.support import start
 from tests.support import wait_for
 from tests.worker.styles import manual_sleep
@@ -224,52 +225,44 @@ def test_a_queue_gives_its_async_jobs_a_cap_of_their_own(mem: Memory) -> None:
     from queuey_core import Producer  # noqa: PLC0415
 
     producer = Producer(backend, queues, clock=clock)
-    lock = threading.Lock()
-    running_now = [0, 0]  # now, most at once
+    seen = Recorder()
     release = threading.Event()
 
     async def body(job: Wide, ctx: JobContext) -> None:
-        with lock:
-            running_now[0] += 1
-            running_now[1] = max(running_now[1], running_now[0])
+        seen.enter()
         while not release.is_set():
             await asyncio.sleep(0.002)
-        with lock:
-            running_now[0] -= 1
+        seen.leave()
 
     # One job thread: without a cap of their own, async jobs could not outnumber it.
     worker = Worker(backend, queues, [Handler(Wide, body)], concurrency=1, clock=clock)
     running = start(worker, clock)
     producer.enqueue_many([Wide(n=i) for i in range(12)])
-    wait_for(lambda: running_now[0] == 5)
+    wait_for(lambda: seen.attempts() == 5)  # none has ended: five run at once
     assert worker.handle.in_flight() >= 5
     release.set()
     wait_for(lambda: len(backend.acked(WIDE)) == 12)
     running.stop()
-    assert running_now[1] == 5, f"ran {running_now[1]} at once, the queue's cap is 5"
+    assert seen.max_running() == 5, f"ran {seen.max_running()} at once, the queue's cap is 5"
 
 
 def test_without_a_cap_of_their_own_async_jobs_keep_to_the_worker_concurrency(
     mem: Memory,
 ) -> None:
     backend, producer, queues, clock = mem
-    lock = threading.Lock()
-    running_now = [0, 0]
+    seen = Recorder()
 
     async def body(job: Greet, ctx: JobContext) -> None:
-        with lock:
-            running_now[0] += 1
-            running_now[1] = max(running_now[1], running_now[0])
+        seen.enter()
         await manual_sleep(clock, 1)
-        with lock:
-            running_now[0] -= 1
+        seen.leave()
 
     worker = Worker(backend, queues, [Handler(Greet, body)], concurrency=3, clock=clock)
     running = start(worker, clock)
     producer.enqueue_many([Greet(name=str(i)) for i in range(10)])
     wait_for(lambda: len(backend.acked(ALPHA)) == 10, clock)
     running.stop()
-    assert running_now[1] == 3
+    assert seen.max_running() == 3
 
 
 def test_a_forced_stop_cancels_running_coroutines_and_leaves_them_unsettled(

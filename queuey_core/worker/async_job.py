@@ -83,17 +83,6 @@ class AsyncRun:
             return previous
 
 
-async def await_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
-    """Await an async handler and classify how it ended; ``CancelledError`` passes."""
-    try:
-        await handler(job, ctx)  # type: ignore[misc]
-    except asyncio.CancelledError:
-        raise
-    except BaseException as exc:  # JobTimeout raised by the handler itself included
-        return outcome_of(exc)
-    return SUCCESS
-
-
 async def run_job(
     item: AsyncJob,
     run: AsyncRun,
@@ -134,7 +123,8 @@ async def run_job(
     outcome: Outcome = item.timed_out
     interrupted = ""
     try:
-        outcome = await await_handler(item.handler, item.job, item.ctx)
+        await item.handler(item.job, item.ctx)  # type: ignore[misc]
+        outcome = SUCCESS
     except asyncio.CancelledError as exc:
         if not run.forced and run.state in (State.TIMED_OUT, State.ABANDONED):
             task.uncancel()  # ours, the timeout's: the job ends here, the task goes on
@@ -142,6 +132,8 @@ async def run_job(
         else:
             run.finish()
             raise
+    except BaseException as exc:  # how the handler failed (its own JobTimeout included)
+        outcome = outcome_of(exc)
     finally:
         if timer is not None:
             timer.cancel()

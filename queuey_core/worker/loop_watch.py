@@ -90,8 +90,8 @@ class LoopWatch:
             elif not reported and time.monotonic() - sent >= self._threshold:
                 reported = True
                 self.reports += 1
+                self._report(time.monotonic() - sent)  # logged before it is counted
                 self._handle.record_stuck(1)
-                self._report(time.monotonic() - sent)
         if reported:
             self._handle.record_stuck(-1)
 

@@ -22,6 +22,7 @@ from queuey_core import JobContext
 from queuey_core import JobInfo
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
+from queuey_core import Retryable
 from queuey_core import Worker
 from queuey_core import WorkerHooks
 from queuey_core import handler
@@ -118,6 +119,30 @@ def test_async_and_plain_handlers_run_side_by_side_in_one_worker(mem: Memory) ->
         ("succeeded", Ping.NAME, 1),
     ]
     assert all(i.duration is not None for i in hooks.infos if i.duration is not None)
+
+
+def test_async_jobs_are_counted_in_the_metrics_as_plain_ones_are(mem: Memory) -> None:
+    from queuey_core.observability import WorkerMetrics  # noqa: PLC0415
+
+    backend, producer, queues, clock = mem
+
+    async def body(job: Greet, ctx: JobContext) -> None:
+        if ctx.attempt == 1:
+            raise Retryable("first attempt fails")
+
+    metrics = WorkerMetrics()
+    worker = Worker(backend, queues, [Handler(Greet, body)], clock=clock, hooks=[metrics])
+    running = start(worker, clock)
+    producer.enqueue(Greet(name="ada"))
+    wait_for(lambda: len(backend.acked(ALPHA)) == 2, clock)
+    running.stop()
+
+    def total(outcome: str) -> float | None:
+        labels = {"job_type": Greet.NAME, "outcome": outcome}
+        return metrics.registry.get_sample_value("queuey_jobs_total", labels)
+
+    assert total("retried") == 1
+    assert total("succeeded") == 1
 
 
 def test_a_timeout_cancels_the_coroutine_and_its_finally_blocks_run(mem: Memory) -> None:

@@ -111,9 +111,13 @@ class AsyncRunner:
             return self._running
 
     def start(self) -> None:
-        """Start the loop's thread (and its watch); once."""
-        if self._thread is not None:
+        """Start the loop's thread (and its watch), with a fresh loop after a
+        :meth:`drain` (a worker may ``run()`` again)."""
+        if self._thread is not None and self._thread.is_alive():
             return
+        if self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+            self._forced = False
         self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
         self._thread.start()
         self._settlers = [

@@ -41,6 +41,16 @@ logger = logging.getLogger(__name__)
 
 _STOP = object()
 
+#: Job threads a queue with an async cap of its own adds to the default concurrency: they
+#: only hand its async jobs over, and its prefetch (a thousand) would be a thread each.
+ASYNC_QUEUE_THREADS = 4
+
+
+def _threads_for(queue: QueueConfig) -> int:
+    if queue.async_concurrency is None:
+        return queue.prefetch
+    return min(queue.prefetch, ASYNC_QUEUE_THREADS)
+
 
 class Worker:
     """Consumes queues and runs the registered handlers on a thread pool.
@@ -50,8 +60,9 @@ class Worker:
         queues: the application's queue set.
         handlers: one per job type (two for the same ``Job.NAME`` is an error).
         consume: names of the queues to consume (default: all); duplicates collapse.
-        concurrency: jobs running at once (default: the sum of the consumed queues'
-            prefetch; 0 counts as 1).
+        concurrency: job threads, so plain jobs running at once (default: the sum of
+            the consumed queues' prefetch, a queue with an ``async_concurrency`` of its
+            own counting for at most :data:`ASYNC_QUEUE_THREADS`; 0 counts as 1).
         job_timeout: seconds a job may run before it is interrupted and retried; a
             queue's own ``job_timeout`` wins for its jobs.
         timeout_grace: seconds a timed-out thread gets to return before it is reported
@@ -111,7 +122,7 @@ class Worker:
             self._routes[name] = Route(h, h.job_type, config, policy, is_async(h))
         self._queues = queues.select(consume)
         self._concurrency = max(
-            1, concurrency if concurrency is not None else sum(q.prefetch for q in self._queues)
+            1, concurrency if concurrency is not None else sum(map(_threads_for, self._queues))
         )
         self._job_timeout = job_timeout
         self._timeout_grace = timeout_grace

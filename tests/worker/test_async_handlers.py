@@ -271,6 +271,20 @@ def test_a_queue_gives_its_async_jobs_a_cap_of_their_own(mem: Memory) -> None:
     assert seen.max_running() == 5, f"ran {seen.max_running()} at once, the queue's cap is 5"
 
 
+def test_a_queue_with_an_async_cap_adds_few_threads_to_the_default_concurrency(
+    mem: Memory,
+) -> None:
+    backend, _, _, _ = mem
+    queues = QueueSet(
+        [
+            QueueConfig(WIDE, prefetch=1000, async_concurrency=1000),
+            QueueConfig(ALPHA, prefetch=4, max_priority=10),
+        ]
+    )
+    worker = Worker(backend, queues, [Handler(Wide, lambda job, ctx: None)])
+    assert worker.concurrency == 4 + 4, "four threads hand a thousand async jobs over"
+
+
 def test_without_a_cap_of_their_own_async_jobs_keep_to_the_worker_concurrency(
     mem: Memory,
 ) -> None:

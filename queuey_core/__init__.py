@@ -38,6 +38,7 @@ from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision
 from queuey_core.worker import JobInfo, Worker, WorkerHandle, WorkerHooks
 
 if TYPE_CHECKING:
+    from queuey_core.aio import AsyncProducer
     from queuey_core.backends.memory import MemoryBackend
     from queuey_core.backends.rabbitmq import RabbitMQBackend
     from queuey_core.producer import Producer, job_id_for
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 #: `queuey worker` neither the in-memory backend nor the producer, and `import queuey_core`
 #: never pika (it comes with the first use of `RabbitMQBackend`).
 _LAZY = {
+    "AsyncProducer": "queuey_core.aio",
     **dict.fromkeys(("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"),
     "MemoryBackend": "queuey_core.backends.memory",
     "Producer": "queuey_core.producer",
@@ -60,6 +62,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
+    "AsyncProducer",
     "Backend",
     "BackendError",
     "Backoff",

@@ -12,7 +12,9 @@ class JobContext:
     """The identity and history of the running job, and its cancellation flag.
 
     ``cancelled`` is set when the job times out or the worker is forced to stop: a
-    long handler should poll it (or wait on it with :meth:`wait`) and return early.
+    long handler should poll it (or wait on it with :meth:`wait`) and return early; an
+    ``async def`` handler awaits :meth:`wait_async` or :meth:`wait_cancelled` instead
+    (and is cancelled for real on a timeout besides).
     ``redelivered`` says the broker handed this very message out before and it was
     never settled (a lost connection, a worker that died): the job may have run, in
     part or in full, so an idempotent handler checks ``job_id`` before acting again.
@@ -42,3 +44,18 @@ class JobContext:
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early on cancellation; True if cancelled."""
         return self.cancel_event.wait(seconds)
+
+    async def wait_async(self, seconds: float) -> bool:
+        """Await up to ``seconds``, waking early on cancellation; True if cancelled.
+
+        The event loop runs on meanwhile (unlike :meth:`wait`, which would block it).
+        """
+        from queuey_core.aio.cancel import wait_event  # noqa: PLC0415 (asyncio on use)
+
+        return await wait_event(self.cancel_event, seconds)
+
+    async def wait_cancelled(self) -> None:
+        """Await the job's cancellation (a timeout, a forced stop)."""
+        from queuey_core.aio.cancel import wait_event  # noqa: PLC0415 (asyncio on use)
+
+        await wait_event(self.cancel_event, None)

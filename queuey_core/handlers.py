@@ -37,7 +37,8 @@ class JobHandler(Protocol):
 
 @dataclass(frozen=True)
 class Handler(Generic[J]):
-    """A plain function bound to the job model it handles."""
+    """A function bound to the job model it handles: a plain ``def`` (run on a job
+    thread) or an ``async def`` (run on the worker's event loop)."""
 
     job_type: type[J]
     fn: Callable[[J, JobContext], object]
@@ -56,6 +57,17 @@ class Handler(Generic[J]):
 
     def __repr__(self) -> str:
         return f"Handler({self.job_type.NAME!r}, {getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def is_async(handler: JobHandler) -> bool:
+    """Whether ``handler`` is an ``async def``: the worker runs it on its event loop.
+
+    A :class:`Handler` is asked about its function; any other handler about its call.
+    """
+    fn = handler.fn if isinstance(handler, Handler) else handler
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (an object whose call is async)
+    )
 
 
 @overload

@@ -33,7 +33,10 @@ class QueueConfig:
 
     ``max_priority`` of ``None`` means the queue has no priorities: every job on it runs
     at priority 0, and a deferral comes back at 0 too. ``job_timeout`` overrides the
-    worker's for jobs of this queue.
+    worker's for jobs of this queue. ``async_concurrency`` gives the queue's ``async
+    def`` jobs a cap of their own (a thousand awaiting coroutines cost what ten threads
+    do); without it they share the worker's. Set prefetch at least as high, or the
+    broker never hands the worker that many.
     """
 
     name: str
@@ -42,6 +45,7 @@ class QueueConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     kind: QueueKind = QueueKind.CLASSIC
     job_timeout: float | None = None
+    async_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         # The name is ASCII, and rides behind the delay bits in a routing key.
@@ -58,6 +62,8 @@ class QueueConfig:
             raise ConfigError(
                 f"queue {self.name!r}: max_priority must be between 1 and {MAX_PRIORITY_LIMIT}"
             )
+        if self.async_concurrency is not None and self.async_concurrency < 1:
+            raise ConfigError(f"queue {self.name!r}: async_concurrency must be at least 1")
         if self.job_timeout is not None and not 0 < self.job_timeout < math.inf:
             raise ConfigError(f"queue {self.name!r}: job_timeout must be positive and finite")
 

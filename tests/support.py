@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -27,6 +28,7 @@ from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import ManualClock
+from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core import Retryable
@@ -349,3 +351,20 @@ def kill_all(proc: subprocess.Popen[bytes], children: Iterable[int]) -> None:
 def log_tail(path: Path, lines: int) -> str:
     """The last ``lines`` lines of the log at ``path``, each cut at 300 characters."""
     return "\n".join(line[:300] for line in path.read_text().splitlines()[-lines:])
+
+
+def drain(backend: MemoryBackend, queue: str) -> list[Envelope]:
+    """Every envelope ready on ``queue``, in delivery order (acked once all are taken)."""
+    taken: list[Delivery] = []
+
+    def sink(delivery: Delivery | ConsumerEnded) -> None:
+        if not isinstance(delivery, ConsumerEnded):
+            taken.append(delivery)
+
+    # No prefetch limit: everything is handed over at once, and acked afterwards (an ack
+    # from inside the sink would hand over the next delivery inside it, recursively).
+    sub = backend.consume(dataclasses.replace(seed_queues()[queue], prefetch=0), sink)
+    for delivery in taken:
+        delivery.ack()
+    sub.cancel()
+    return [d.envelope for d in taken]

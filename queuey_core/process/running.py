@@ -35,6 +35,8 @@ logger = logging.getLogger("queuey.worker")
 
 #: How long stopping at once waits for the log lines to be written before it exits.
 LOG_FLUSH_LIMIT = 0.25
+#: How long stopping at once waits for cancelled async jobs to end (their ``finally``).
+CANCEL_LIMIT = 0.5
 #: The longest the main loop sleeps between looks at the deadline.
 TICK = 0.2
 
@@ -157,14 +159,17 @@ def run_until_stopped(
 def stop_now(w: Worker, why: str) -> NoReturn:
     """Exit at once: unsettled deliveries go back to the broker with the connection.
 
-    The log lines are given :data:`LOG_FLUSH_LIMIT` to be written: a handler stuck on a
-    full pipe must not turn "at once" into never.
+    Running ``async def`` jobs are cancelled first and given :data:`CANCEL_LIMIT` to
+    end, so their ``finally`` blocks run (threads cannot be). The log lines are given
+    :data:`LOG_FLUSH_LIMIT` to be written: a handler stuck on a full pipe must not turn
+    "at once" into never.
     """
     logger.error(
         "%s: stopping at once; %d unsettled deliveries go back to the broker",
         why,
         w.handle.in_flight(),
     )
+    w.cancel_async_jobs(CANCEL_LIMIT)
     flushing = threading.Thread(target=logging.shutdown, name="queuey-log-flush", daemon=True)
     flushing.start()
     flushing.join(LOG_FLUSH_LIMIT)

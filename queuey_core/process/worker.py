@@ -153,6 +153,7 @@ def _run_one(
             list(handlers),
             consume=consume,
             concurrency=settings.worker.concurrency,
+            async_concurrency=settings.worker.async_concurrency,
             job_timeout=settings.worker.job_timeout,
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,

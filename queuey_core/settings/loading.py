@@ -87,6 +87,7 @@ class Settings(BaseSettings):
                 retry=q.retry.policy(),
                 kind=q.kind,
                 job_timeout=q.job_timeout,
+                async_concurrency=q.async_concurrency,
             )
             for name, q in self.queues.items()
         )

@@ -111,6 +111,8 @@ class QueueSettings(_Section):
     max_priority: int | None = Field(default=None, ge=1, le=MAX_PRIORITY)
     kind: QueueKind = QueueKind.CLASSIC
     job_timeout: Timeout | None = None
+    # A cap of its own for the queue's async def jobs (default: the worker's).
+    async_concurrency: int | None = Field(default=None, ge=1)
     retry: RetrySettings = RetrySettings()
 
 
@@ -259,6 +261,8 @@ class WorkerSettings(_Section):
     """``[worker]``."""
 
     concurrency: int | None = Field(default=None, ge=1)
+    # async def jobs at once, for queues without a cap of their own (default: concurrency).
+    async_concurrency: int | None = Field(default=None, ge=1)
     job_timeout: Timeout | None = 300.0
     shutdown_timeout: Timeout = 25.0
     timeout_grace: Duration = 10.0

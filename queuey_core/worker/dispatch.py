@@ -43,7 +43,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Delivery
 from queuey_core.backends.capabilities import acks_early
@@ -63,6 +63,9 @@ from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
 from queuey_core.worker.tracked import Tracked
 
+if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
+    from queuey_core.worker.asyncio_runner import AsyncRunner
+
 logger = logging.getLogger(__name__)
 
 
@@ -74,6 +77,7 @@ class Route:
     job_type: type[Job]
     queue: QueueConfig
     policy: RetryPolicy
+    is_async: bool = False  # run on the worker's event loop (:mod:`.asyncio_runner`)
 
 
 class Dispatcher:
@@ -88,7 +92,9 @@ class Dispatcher:
         job_timeout: float | None,
         timeout_grace: float,
         hooks: HookRunner | None = None,
+        aio: AsyncRunner | None = None,
     ) -> None:
+        self._aio = aio
         self._hooks = hooks if hooks is not None else HookRunner((), clock)
         self._routes = routes
         self._handle = handle
@@ -175,11 +181,27 @@ class Dispatcher:
             priority=env.priority,
             age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
             redelivered=delivery.redelivered,
-            cancel_event=_CancelEvent(),
+            cancel_event=self._aio.cancel_event()
+            if route.is_async and self._aio
+            else _CancelEvent(),
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         self._hooks.started(delivery)
+        if route.is_async and self._aio is not None:  # to the event loop, settled there
+            self._aio.submit(
+                route.handler,
+                job,
+                ctx,
+                queue,
+                timeout,
+                fields,
+                settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
+                timed_out=_timed_out(timeout or 0.0),
+                on_timed_out=functools.partial(self._hooks.timed_out, delivery),
+                acks_early=acks_early(delivery.inner),
+            )
+            return
         if timeout is None:
             try:
                 outcome = call_handler(route.handler, job, ctx)

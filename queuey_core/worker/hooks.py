@@ -99,8 +99,9 @@ class JobInfo:
 class WorkerHooks:
     """Called as a worker runs; override what you need, every method is a no-op.
 
-    Job events run on the job's thread, in the order the hooks were given, before the
-    settle they announce is sent to the broker (a settle the broker then refuses is
+    Job events run on the job's thread (an ``async def`` job's on a settle thread, or
+    on the event loop for a success acked early), in the order the hooks were given,
+    before the settle they announce is sent to the broker (a settle the broker then refuses is
     counted in :meth:`WorkerHandle.settle_failures`, and the job will come back). Keep
     them quick: the job's slot is held while they run. A hook that raises is logged
     (``queuey_core.worker.hooks``) and skipped; nothing else changes.

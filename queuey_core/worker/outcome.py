@@ -52,15 +52,21 @@ def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     """Run a handler and classify how it ended. JobTimeout passes through."""
     try:
         handler(job, ctx)
-    except Deferred as d:
-        return _deferred(d)
-    except Fatal as exc:
-        return Outcome(Kind.FATAL, handler_error_text(exc), traceback=format_traceback(exc))
     except JobTimeout:
         raise
-    except BaseException as exc:  # Retryable, any other exception: a transient failure
-        return Outcome(Kind.RETRYABLE, handler_error_text(exc), traceback=format_traceback(exc))
+    except BaseException as exc:
+        return outcome_of(exc)
     return SUCCESS
+
+
+def outcome_of(exc: BaseException) -> Outcome:
+    """How a handler that raised ``exc`` ended (threads and coroutines alike)."""
+    if isinstance(exc, Deferred):
+        return _deferred(exc)
+    if isinstance(exc, Fatal):
+        return Outcome(Kind.FATAL, handler_error_text(exc), traceback=format_traceback(exc))
+    # Retryable, any other exception: a transient failure
+    return Outcome(Kind.RETRYABLE, handler_error_text(exc), traceback=format_traceback(exc))
 
 
 #: Longest error text kept from a handler: a reason, not a core dump.

@@ -24,7 +24,7 @@ from queuey_core.backends.capabilities import ControlServer, SupportsControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
-from queuey_core.handlers import JobHandler
+from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.tracing import worker_tracing
@@ -35,9 +35,21 @@ from queuey_core.worker.hooks import HookRunner, WorkerHooks
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.worker.asyncio_runner import AsyncRunner
+
 logger = logging.getLogger(__name__)
 
 _STOP = object()
+
+#: Job threads a queue with an async cap of its own adds to the default concurrency: they
+#: only hand its async jobs over, and its prefetch (a thousand) would be a thread each.
+ASYNC_QUEUE_THREADS = 4
+
+
+def _threads_for(queue: QueueConfig) -> int:
+    if queue.async_concurrency is None:
+        return queue.prefetch
+    return min(queue.prefetch, ASYNC_QUEUE_THREADS)
 
 
 class Worker:
@@ -48,8 +60,9 @@ class Worker:
         queues: the application's queue set.
         handlers: one per job type (two for the same ``Job.NAME`` is an error).
         consume: names of the queues to consume (default: all); duplicates collapse.
-        concurrency: jobs running at once (default: the sum of the consumed queues'
-            prefetch; 0 counts as 1).
+        concurrency: job threads, so plain jobs running at once (default: the sum of
+            the consumed queues' prefetch, a queue with an ``async_concurrency`` of its
+            own counting for at most :data:`ASYNC_QUEUE_THREADS`; 0 counts as 1).
         job_timeout: seconds a job may run before it is interrupted and retried; a
             queue's own ``job_timeout`` wins for its jobs.
         timeout_grace: seconds a timed-out thread gets to return before it is reported
@@ -69,6 +82,11 @@ class Worker:
             one is set before the worker is made); see ``docs/tracing.md``.
         control_secret: answer only control requests signed with this secret
             (``[control] secret``; see :mod:`queuey_core.control.signing`).
+        async_concurrency: ``async def`` jobs running at once on the worker's event loop,
+            for the queues without an ``async_concurrency`` of their own (default:
+            ``concurrency``); see :mod:`queuey_core.worker.asyncio_runner`.
+        loop_block_warning: seconds the event loop may stay blocked by one coroutine
+            before it is reported (None: not watched).
     """
 
     def __init__(
@@ -88,6 +106,8 @@ class Worker:
         on_shutdown_request: Callable[[], None] | None = None,
         tracer_provider: TracerProvider | None = None,
         control_secret: str | bytes | None = None,
+        async_concurrency: int | None = None,
+        loop_block_warning: float | None = 1.0,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -99,10 +119,10 @@ class Worker:
                 raise DuplicateHandlerError(name)
             config = queues[queue_name]
             policy = h.job_type.RETRY or config.retry
-            self._routes[name] = Route(h, h.job_type, config, policy)
+            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h))
         self._queues = queues.select(consume)
         self._concurrency = max(
-            1, concurrency if concurrency is not None else sum(q.prefetch for q in self._queues)
+            1, concurrency if concurrency is not None else sum(map(_threads_for, self._queues))
         )
         self._job_timeout = job_timeout
         self._timeout_grace = timeout_grace
@@ -120,6 +140,19 @@ class Worker:
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
         self._hooks = runner(hooks, self._clock, counts=self._counts)
+        self._aio: AsyncRunner | None = None
+        if any(route.is_async for route in self._routes.values()):
+            # Imported here: a worker without async handlers never imports asyncio.
+            from queuey_core.worker.asyncio_runner import AsyncRunner  # noqa: PLC0415
+
+            self._aio = AsyncRunner(
+                handle=self._handle,
+                clock=self._clock,
+                grace=timeout_grace,
+                caps={q.name: q.async_concurrency for q in self._queues if q.async_concurrency},
+                shared_cap=max(1, async_concurrency or self._concurrency),
+                block_warning=loop_block_warning,
+            )
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,
@@ -127,6 +160,7 @@ class Worker:
             job_timeout=job_timeout,
             timeout_grace=timeout_grace,
             hooks=self._hooks,
+            aio=self._aio,
         )
         self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
         if tracing is not None:
@@ -157,6 +191,13 @@ class Worker:
     def job_types(self) -> frozenset[str]:
         """The job types this worker has a handler for."""
         return frozenset(self._routes)
+
+    def cancel_async_jobs(self, wait: float = 1.0) -> int:
+        """Cancel every running ``async def`` job, as a second signal does: each gets
+        ``CancelledError`` (its ``finally`` blocks run) and its delivery is not settled
+        (it goes back to the broker with the connection). Waits up to ``wait`` seconds;
+        returns how many had not ended by then."""
+        return 0 if self._aio is None else self._aio.cancel_all(wait)
 
     def __repr__(self) -> str:
         return (
@@ -216,6 +257,8 @@ class Worker:
                     errors.append(exc)
                     stopping.set()
             if not stopping.is_set():
+                if self._aio is not None:
+                    self._aio.start()
                 threads = [
                     threading.Thread(
                         target=self._job_loop,
@@ -243,6 +286,8 @@ class Worker:
                 events.put(_STOP)
             for thread in threads:
                 thread.join()
+            if self._aio is not None:  # every async job was handed over: wait for them
+                self._aio.drain()
         finally:
             handle.remove_waker(stopping.set)
             for sub in subscriptions:

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from queuey_core import ConsumerEnded
 from queuey_core import Deferred
-from queuey_core import Delivery
 from queuey_core import EnqueueUnknownError
 from queuey_core import Envelope
 from queuey_core import Fatal
@@ -28,21 +26,9 @@ from tests.harness import Inspectable
 from tests.harness import WorkerEnv
 from tests.support import ALPHA
 from tests.support import Greet
+from tests.support import drain
 from tests.support import seed_queues
 from tests.support import start
-
-
-def drain(backend: MemoryBackend, queue: str) -> list[Envelope]:
-    """Every envelope ready on ``queue``, in delivery order (acked as taken)."""
-    taken: list[Envelope] = []
-
-    def sink(delivery: Delivery | ConsumerEnded) -> None:
-        if not isinstance(delivery, ConsumerEnded):
-            taken.append(delivery.envelope)
-            delivery.ack()
-
-    backend.consume(seed_queues()[queue], sink).cancel()
-    return taken
 
 
 def test_a_key_always_gives_the_same_id_and_a_uuid_is_its_own_id() -> None:

@@ -1,16 +1,21 @@
 """The seed's 28 worker tests (docs/seed/worker.rs), one Python twin each.
 
-Each keeps the seed's name, setup and assertions, and runs twice: on MemoryBackend with
-a ManualClock standing in for tokio's paused time (``h.wait_for`` advances it while
-polling, so no test sleeps through a backoff, a hold or a timeout), and on a real
-RabbitMQ, where the seed's durations shrink to ``h.d(x)`` of real time (see
-tests/harness.py).
+Each keeps the seed's name, setup and assertions, and runs on every backend of
+tests/backend_kinds.py: on MemoryBackend with a ManualClock standing in for tokio's
+paused time (``h.wait_for`` advances it while polling, so no test sleeps through a
+backoff, a hold or a timeout), and on a real RabbitMQ, where the seed's durations
+shrink to ``h.d(x)`` of real time (see tests/harness.py).
+
+And each runs with both kinds of handler (the ``style`` fixture, tests/worker/styles.py):
+its handler's body, written once, runs as a plain function on a job thread and as an
+``async def`` on the worker's event loop.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,7 +27,6 @@ from queuey_core import Delivery
 from queuey_core import DuplicateHandlerError
 from queuey_core import Envelope
 from queuey_core import Fatal
-from queuey_core import Handler
 from queuey_core import JobContext
 from queuey_core import Producer
 from queuey_core import QueueSet
@@ -41,10 +45,31 @@ from tests.support import Orphan
 from tests.support import Ping
 from tests.support import Recorder
 from tests.support import Stubborn
-from tests.support import noop
 from tests.support import start
+from tests.worker.styles import STYLES
+from tests.worker.styles import Style
+from tests.worker.styles import StyledRecorder
 
 MakeRecorder = Callable[[], Recorder]
+
+
+@pytest.fixture(params=STYLES)
+def style(request: pytest.FixtureRequest, h: WorkerEnv) -> Style:
+    return Style(request.param, h)
+
+
+@pytest.fixture
+def recorder(style: Style) -> Iterator[MakeRecorder]:
+    """Recorders whose handlers are of the test's style (see tests/conftest.py's)."""
+    made: list[Recorder] = []
+
+    def make() -> Recorder:
+        made.append(StyledRecorder(style))
+        return made[-1]
+
+    yield make
+    failures = [exc for rec in made for exc in rec.failed_assertions]
+    assert not failures, f"assertions failed inside handlers: {failures}"
 
 
 @pytest.fixture
@@ -92,6 +117,7 @@ class NeverSettles(PassingDelivery):
 
 def test_successful_job_is_acked(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -100,7 +126,7 @@ def test_successful_job_is_acked(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
         assert job.name == "ada"
@@ -125,6 +151,7 @@ def test_successful_job_is_acked(
 
 def test_retryable_failure_is_retried_and_then_succeeds(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -133,7 +160,7 @@ def test_retryable_failure_is_retried_and_then_succeeds(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         if n == 1:
@@ -158,6 +185,7 @@ def test_retryable_failure_is_retried_and_then_succeeds(
 
 def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -166,7 +194,7 @@ def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
         raise Retryable("always down")
@@ -187,6 +215,7 @@ def test_retryable_failure_dead_letters_once_attempts_are_exhausted(
 
 def test_fatal_failure_dead_letters_immediately(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -195,7 +224,7 @@ def test_fatal_failure_dead_letters_immediately(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
         raise Fatal("bad input")
@@ -215,6 +244,7 @@ def test_fatal_failure_dead_letters_immediately(
 
 def test_job_retry_policy_overrides_the_queue_policy(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -223,7 +253,7 @@ def test_job_retry_policy_overrides_the_queue_policy(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Stubborn, ctx: JobContext) -> None:
+    async def handle(job: Stubborn, ctx: JobContext) -> None:
         seen.enter()
         assert ctx.max_attempts == 2, "the queue says one attempt, the job says two"
         seen.leave()
@@ -241,6 +271,7 @@ def test_job_retry_policy_overrides_the_queue_policy(
 
 def test_queue_policy_without_retries_dead_letters_on_first_failure(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -249,7 +280,7 @@ def test_queue_policy_without_retries_dead_letters_on_first_failure(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Ping, ctx: JobContext) -> None:
+    async def handle(job: Ping, ctx: JobContext) -> None:
         seen.enter()
         assert ctx.max_attempts == 1
         assert ctx.is_last_attempt()
@@ -265,9 +296,14 @@ def test_queue_policy_without_retries_dead_letters_on_first_failure(
 
 
 def test_job_without_a_handler_is_dead_lettered(
-    h: WorkerEnv, backend: Inspectable, producer: Producer, queues: QueueSet, clock: Clock
+    h: WorkerEnv,
+    style: Style,
+    backend: Inspectable,
+    producer: Producer,
+    queues: QueueSet,
+    clock: Clock,
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
+    running = start(Worker(backend, queues, [style.noop(Greet)], clock=clock), h)
 
     producer.enqueue(Orphan(id=9))
     h.wait_for(lambda: bool(backend.dead_letters(ALPHA)))
@@ -279,11 +315,16 @@ def test_job_without_a_handler_is_dead_lettered(
 
 
 def test_malformed_payload_is_dead_lettered(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock, recorder: MakeRecorder
+    h: WorkerEnv,
+    style: Style,
+    backend: Inspectable,
+    queues: QueueSet,
+    clock: Clock,
+    recorder: MakeRecorder,
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
 
@@ -302,6 +343,7 @@ def test_malformed_payload_is_dead_lettered(
 
 def test_panicking_handler_is_retried(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -310,7 +352,7 @@ def test_panicking_handler_is_retried(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         if n == 1:
@@ -329,6 +371,7 @@ def test_panicking_handler_is_retried(
 
 def test_job_timeout_is_a_retryable_failure(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -337,10 +380,10 @@ def test_job_timeout_is_a_retryable_failure(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         if n == 1:
-            h.sleep(3600)
+            await style.sleep(3600)
         seen.leave()
 
     worker = Worker(backend, queues, [seen.handler(Greet, handle)], job_timeout=h.d(5), clock=clock)
@@ -356,6 +399,7 @@ def test_job_timeout_is_a_retryable_failure(
 
 def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -365,7 +409,7 @@ def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
     seen = recorder()
     second_run: list[JobContext] = []
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         if n == 1:
@@ -398,6 +442,7 @@ def test_deferred_job_runs_again_with_the_same_attempt_and_top_priority(
 
 def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -409,7 +454,7 @@ def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
 
     # Run 1 defers, run 2 (back at the top of the queue) fails transiently, run 3 is
     # the retry: it must have lost the deferral's priority.
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         if n == 1:
@@ -441,6 +486,7 @@ def test_a_retry_after_a_deferral_drops_back_to_priority_zero(
 
 def test_deferral_on_a_queue_without_priorities_stays_at_zero(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -450,7 +496,7 @@ def test_deferral_on_a_queue_without_priorities_stays_at_zero(
     seen = recorder()
     second_run: list[JobContext] = []
 
-    def handle(job: Nudge, ctx: JobContext) -> None:
+    async def handle(job: Nudge, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         if n == 1:
@@ -473,6 +519,7 @@ def test_deferral_on_a_queue_without_priorities_stays_at_zero(
 
 def test_deferral_never_consults_the_retry_policy(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -483,7 +530,7 @@ def test_deferral_never_consults_the_retry_policy(
 
     # Beta allows a single attempt: a *failure* dead-letters at once. A deferral must
     # not, however often it happens.
-    def handle(job: Ping, ctx: JobContext) -> None:
+    async def handle(job: Ping, ctx: JobContext) -> None:
         n = seen.enter()
         seen.leave()
         assert ctx.max_attempts == 1
@@ -510,6 +557,7 @@ def test_deferral_never_consults_the_retry_policy(
 
 def test_a_job_in_hold_survives_the_worker_shutting_down(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -518,7 +566,7 @@ def test_a_job_in_hold_survives_the_worker_shutting_down(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
         seen.leave()
         raise Deferred(h.d(3600))
@@ -546,6 +594,7 @@ def test_a_job_in_hold_survives_the_worker_shutting_down(
 
 def test_a_deferred_job_beats_work_enqueued_while_it_waited(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -558,7 +607,7 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
     def make_worker() -> Worker:
         """Runs one Greet at a time, recording the order; defers "limited" once."""
 
-        def handle(job: Greet, ctx: JobContext) -> None:
+        async def handle(job: Greet, ctx: JobContext) -> None:
             seen.enter()
             seen.leave()
             order.append(job.name)
@@ -599,16 +648,16 @@ def test_a_deferred_job_beats_work_enqueued_while_it_waited(
 
 
 def test_a_failed_defer_is_counted_as_a_settle_failure(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
     inner = backend
     wrapped = Unsettleable(inner)
     producer = Producer(wrapped, queues, clock=clock)
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         raise Deferred(h.d(1))
 
-    worker = Worker(wrapped, queues, [Handler(Greet, handle)], clock=clock)
+    worker = Worker(wrapped, queues, [style.handler(Greet, handle)], clock=clock)
     running = start(worker, h)
 
     producer.enqueue(Greet(name="ada"))
@@ -620,15 +669,16 @@ def test_a_failed_defer_is_counted_as_a_settle_failure(
 
 
 def test_duplicate_handler_fails_the_build(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet
 ) -> None:
     with pytest.raises(DuplicateHandlerError) as err:
-        Worker(backend, queues, [noop(Greet), noop(Greet)])
+        Worker(backend, queues, [style.noop(Greet), style.noop(Greet)])
     assert err.value.job_type == Greet.NAME
 
 
 def test_queues_restricts_consumption_to_the_chosen_subset(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -638,11 +688,11 @@ def test_queues_restricts_consumption_to_the_chosen_subset(
     alpha_seen = recorder()
     beta_seen = recorder()
 
-    def on_greet(job: Greet, ctx: JobContext) -> None:
+    async def on_greet(job: Greet, ctx: JobContext) -> None:
         alpha_seen.enter()
         alpha_seen.leave()
 
-    def on_ping(job: Ping, ctx: JobContext) -> None:
+    async def on_ping(job: Ping, ctx: JobContext) -> None:
         beta_seen.enter()
         beta_seen.leave()
 
@@ -667,6 +717,7 @@ def test_queues_restricts_consumption_to_the_chosen_subset(
 
 def test_graceful_shutdown_waits_for_in_flight_jobs(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -676,9 +727,9 @@ def test_graceful_shutdown_waits_for_in_flight_jobs(
     started = recorder()
     finished = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         started.enter()
-        h.sleep(30)
+        await style.sleep(30)
         finished.enter()
         finished.leave()
         started.leave()
@@ -700,6 +751,7 @@ def test_graceful_shutdown_waits_for_in_flight_jobs(
 
 def test_shutdown_processes_the_deliveries_it_already_pulled(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -711,9 +763,9 @@ def test_shutdown_processes_the_deliveries_it_already_pulled(
 
     # Prefetch 4 on alpha with room for one job at a time: the consumer keeps pulling
     # while the dispatcher is busy, so deliveries pile up in between.
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
-        h.sleep(5)
+        await style.sleep(5)
         seen.leave()
 
     worker = Worker(
@@ -741,16 +793,18 @@ def test_shutdown_processes_the_deliveries_it_already_pulled(
 
 
 def test_closing_the_backend_on_shutdown_is_opt_in(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
+    running = start(Worker(backend, queues, [style.noop(Greet)], clock=clock), h)
     running.stop()
     assert not backend.is_closed(), "default must leave the backend alone"
 
     # Still usable afterwards: this is what a shared Producer relies on.
     Producer(backend, queues, clock=clock).enqueue(Greet(name="after"))
 
-    worker = Worker(backend, queues, [noop(Greet)], close_backend_on_shutdown=True, clock=clock)
+    worker = Worker(
+        backend, queues, [style.noop(Greet)], close_backend_on_shutdown=True, clock=clock
+    )
     assert "close_backend_on_shutdown=True" in repr(worker)
     running = start(worker, h)
     running.stop()
@@ -758,13 +812,13 @@ def test_closing_the_backend_on_shutdown_is_opt_in(
 
 
 def test_failures_to_settle_are_counted(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
     inner = backend
     wrapped = Unsettleable(inner)
     producer = Producer(wrapped, queues, clock=clock)
 
-    worker = Worker(wrapped, queues, [noop(Greet)], clock=clock)
+    worker = Worker(wrapped, queues, [style.noop(Greet)], clock=clock)
     handle = worker.handle
     assert handle.settle_failures() == 0
     running = start(worker, h)
@@ -779,6 +833,7 @@ def test_failures_to_settle_are_counted(
 
 def test_concurrency_is_capped(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -787,9 +842,9 @@ def test_concurrency_is_capped(
 ) -> None:
     seen = recorder()
 
-    def handle(job: Greet, ctx: JobContext) -> None:
+    async def handle(job: Greet, ctx: JobContext) -> None:
         seen.enter()
-        h.sleep(1)
+        await style.sleep(1)
         seen.leave()
 
     worker = Worker(backend, queues, [seen.handler(Greet, handle)], concurrency=2, clock=clock)
@@ -806,17 +861,17 @@ def test_concurrency_is_capped(
 
 
 def test_default_concurrency_is_the_sum_of_prefetch(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet
 ) -> None:
-    worker = Worker(backend, queues, [noop(Greet)])
+    worker = Worker(backend, queues, [style.noop(Greet)])
     assert worker.concurrency == 7, "alpha prefetch 4 + beta prefetch 2 + gamma prefetch 1"
     assert len(worker.queues) == 3
 
 
 def test_lost_backend_ends_the_run_with_an_error(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
-    running = start(Worker(backend, queues, [noop(Greet)], clock=clock), h)
+    running = start(Worker(backend, queues, [style.noop(Greet)], clock=clock), h)
 
     # Simulate the connection going away underneath the worker, once both consumers
     # have actually registered with the backend.
@@ -829,9 +884,9 @@ def test_lost_backend_ends_the_run_with_an_error(
 
 
 def test_shutdown_before_run_stops_immediately(
-    h: WorkerEnv, backend: Inspectable, queues: QueueSet, clock: Clock
+    h: WorkerEnv, style: Style, backend: Inspectable, queues: QueueSet, clock: Clock
 ) -> None:
-    worker = Worker(backend, queues, [noop(Greet)], clock=clock)
+    worker = Worker(backend, queues, [style.noop(Greet)], clock=clock)
     handle = worker.handle
     handle.shutdown()
     done = threading.Event()
@@ -848,6 +903,7 @@ def test_shutdown_before_run_stops_immediately(
 
 def test_handlers_of_different_job_types_are_routed_independently(
     h: WorkerEnv,
+    style: Style,
     backend: Inspectable,
     producer: Producer,
     queues: QueueSet,
@@ -857,11 +913,11 @@ def test_handlers_of_different_job_types_are_routed_independently(
     greets = recorder()
     pings = recorder()
 
-    def on_greet(job: Greet, ctx: JobContext) -> None:
+    async def on_greet(job: Greet, ctx: JobContext) -> None:
         greets.enter()
         greets.leave()
 
-    def on_ping(job: Ping, ctx: JobContext) -> None:
+    async def on_ping(job: Ping, ctx: JobContext) -> None:
         pings.enter()
         pings.leave()
 

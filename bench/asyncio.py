@@ -1,0 +1,198 @@
+"""The asyncio benchmark: ``async def`` jobs on the worker's event loop beside the same
+jobs on threads, in one run.
+
+    .venv/bin/python bench/asyncio.py [--backend memory|rabbitmq] [--rounds 3]
+
+Three comparisons, each a ratio measured in the same round (rounds alternate the order):
+
+* I/O-bound: 10,000 jobs that each wait 20 ms (``await asyncio.sleep(0.02)``) with an
+  async cap of 1,000, as a fraction of the ideal (10,000 x 20 ms / 1,000 = 0.2 s), and
+  against the same jobs on 64 threads (``time.sleep(0.02)``);
+* no-op: 20,000 async jobs that return at once against 20,000 plain ones (8 job threads,
+  prefetch 100 for both): the cost of the loop's hand-over per job;
+* CPU time of the process for each, from ``time.process_time()``.
+
+A run is timed from the worker's start until every job is settled (jobs are enqueued
+before); the machine's load (``uptime``) is printed beside. ``--backend rabbitmq`` runs
+on the broker of ``$QUEUEY_TEST_AMQP_URL`` (its own queue ``bench.asyncio``, deleted
+after), where the broker's rate bounds both sides. Never run as a test.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file has the standard library's name: its folder must not shadow asyncio.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any, ClassVar  # noqa: E402
+
+from queuey_core import (  # noqa: E402
+    Backend,
+    Handler,
+    Job,
+    JobContext,
+    MemoryBackend,
+    Producer,
+    QueueConfig,
+    QueueSet,
+    Worker,
+)
+
+QUEUE = "bench.asyncio"
+IO_JOBS = 10_000
+IO_WAIT = 0.02
+ASYNC_CAP = 1_000
+THREADS_IO = 64
+NOOP_JOBS = 20_000
+NOOP_THREADS = 8
+NOOP_PREFETCH = 100
+
+
+class Wait(Job):
+    NAME: ClassVar[str] = "bench.wait"
+    QUEUE: ClassVar[str] = QUEUE
+    n: int
+
+
+async def wait_async(job: Wait, ctx: JobContext) -> None:
+    await asyncio.sleep(IO_WAIT)
+
+
+def wait_thread(job: Wait, ctx: JobContext) -> None:
+    time.sleep(IO_WAIT)
+
+
+async def noop_async(job: Wait, ctx: JobContext) -> None:
+    return None
+
+
+def noop_thread(job: Wait, ctx: JobContext) -> None:
+    return None
+
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    jobs: int
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.wall
+
+
+def make_backend(kind: str) -> Backend:
+    if kind == "memory":
+        return MemoryBackend()
+    from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
+
+    url = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+    return RabbitMQBackend(url, publish_timeout=30)
+
+
+def settled(backend: Backend, worker: Worker) -> bool:
+    counts = backend.inspect([QUEUE])  # type: ignore[attr-defined]
+    found = counts.queues[QUEUE]
+    return found is not None and found.ready == 0 and worker.handle.in_flight() == 0
+
+
+def run(kind: str, fn: Callable[..., Any], jobs: int, *, prefetch: int, **options: Any) -> Run:
+    """Enqueue ``jobs``, run a worker of ``fn`` until all are settled; time it."""
+    config = QueueConfig(QUEUE, prefetch=prefetch, async_concurrency=options.pop("cap", None))
+    queues = QueueSet([config])
+    backend = make_backend(kind)
+    try:
+        Producer(backend, queues).enqueue_many([Wait(n=i) for i in range(jobs)])
+        worker = Worker(backend, queues, [Handler(Wait, fn)], job_timeout=60, **options)
+        thread = threading.Thread(target=worker.run)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        thread.start()
+        while not settled(backend, worker):
+            time.sleep(0.002)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        worker.handle.shutdown()
+        thread.join()
+        return Run(wall, cpu, jobs)
+    finally:
+        if kind == "rabbitmq":
+            from queuey_core.backends.capabilities import DeadLetterTools, require  # noqa: PLC0415
+
+            require(backend, DeadLetterTools, "the bench").purge_dead_letters(QUEUE)
+        backend.close()
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=["memory", "rabbitmq"], default="memory")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    kind = args.backend
+    ideal = IO_JOBS * IO_WAIT / ASYNC_CAP
+    rows: dict[str, list[float]] = {}
+
+    def note(name: str, value: float) -> None:
+        rows.setdefault(name, []).append(value)
+
+    print(f"backend {kind}; {load()}", flush=True)
+    for round_ in range(args.rounds):
+        order = [0, 1] if round_ % 2 == 0 else [1, 0]
+        io: dict[int, Run] = {}
+        for side in order:
+            if side == 0:
+                io[0] = run(
+                    kind, wait_async, IO_JOBS, prefetch=ASYNC_CAP, cap=ASYNC_CAP, concurrency=4
+                )
+            else:
+                io[1] = run(kind, wait_thread, IO_JOBS, prefetch=THREADS_IO, concurrency=THREADS_IO)
+        noop: dict[int, Run] = {}
+        for side in order:
+            fn = noop_async if side == 0 else noop_thread
+            noop[side] = run(
+                kind,
+                fn,
+                NOOP_JOBS,
+                prefetch=NOOP_PREFETCH,
+                concurrency=NOOP_THREADS,
+                cap=NOOP_PREFETCH if side == 0 else None,
+            )
+        note("io async: wall (s)", io[0].wall)
+        note("io async: fraction of ideal", ideal / io[0].wall)
+        note("io 64 threads: wall (s)", io[1].wall)
+        note("io async / 64 threads (speed)", io[1].wall / io[0].wall)
+        note("io async: CPU (s)", io[0].cpu)
+        note("io 64 threads: CPU (s)", io[1].cpu)
+        note("no-op async: jobs/s", noop[0].rate)
+        note("no-op threads: jobs/s", noop[1].rate)
+        note("no-op async / threads (rate)", noop[0].rate / noop[1].rate)
+        note("no-op async: CPU us/job", noop[0].cpu / NOOP_JOBS * 1e6)
+        note("no-op threads: CPU us/job", noop[1].cpu / NOOP_JOBS * 1e6)
+        print(
+            f"round {round_ + 1}: io async {io[0].wall:.2f}s ({ideal / io[0].wall:.0%} of ideal), "
+            f"64 threads {io[1].wall:.2f}s; no-op async {noop[0].rate:.0f}/s, "
+            f"threads {noop[1].rate:.0f}/s; {load()}",
+            flush=True,
+        )
+    print(f"\nmedians over {args.rounds} rounds ({kind}):")
+    for name, values in rows.items():
+        print(f"  {name:32} {statistics.median(values):10.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""The worker's event loop: where ``async def`` handlers run, under caps of their own.
+
+A job thread takes a delivery as for any job, runs the seed's checks, and for an async
+handler hands the job over here instead of running it: it takes a permit of the job's
+async cap (waiting while the cap is reached, so it pulls nothing more meanwhile), starts
+the coroutine on the loop and goes back for the next delivery. The coroutine runs under
+its timeout (:mod:`.async_job`); its settle (hooks, logs, the broker, which may block)
+runs on a small pool of settle threads, never on the loop.
+
+Caps: a queue with ``async_concurrency`` set has a cap of its own for its async jobs;
+the others share one of ``Worker(async_concurrency=...)``, by default the worker's
+``concurrency``.
+
+Owns: the loop's thread, the permits, the settle threads, draining and cancelling the
+coroutines. Must never: run more async jobs of a cap at once than the cap, block the loop
+itself, or lose a delivery: every coroutine handed over is settled (or, after a forced
+stop, given back with the connection) before :meth:`AsyncRunner.drain` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuey_core.aio.cancel import LoopCancelEvent
+from queuey_core.clock import Clock
+from queuey_core.context import JobContext
+from queuey_core.handlers import JobHandler
+from queuey_core.jobs import Job
+from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
+from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.loop_watch import LoopWatch
+from queuey_core.worker.outcome import SUCCESS, Outcome
+
+logger = logging.getLogger(__name__)
+
+#: Settle threads at most: a settle waits on the broker for about a millisecond.
+SETTLE_THREADS = 8
+
+
+class AsyncRunner:
+    """One event loop on a thread of its own, running the async jobs handed to it.
+
+    Args:
+        handle: the worker's handle (jobs in flight, stuck jobs).
+        clock: time source for the job timeouts.
+        grace: seconds a cancelled coroutine gets to end before it is reported as stuck.
+        caps: async jobs running at once, for the queues that have a cap of their own.
+        shared_cap: the cap every other queue's async jobs share.
+        block_warning: seconds the loop may go without running before it is reported as
+            blocked (a coroutine calling blocking code); None: not watched.
+    """
+
+    def __init__(
+        self,
+        *,
+        handle: WorkerHandle,
+        clock: Clock,
+        grace: float,
+        caps: Mapping[str, int],
+        shared_cap: int,
+        block_warning: float | None = 1.0,
+    ) -> None:
+        self._handle = handle
+        self._clock = clock
+        self._grace = grace
+        shared = threading.Semaphore(shared_cap)
+        self._permits = {queue: threading.Semaphore(cap) for queue, cap in caps.items()}
+        self._shared = shared
+        self._block_warning = block_warning
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._watch: LoopWatch | None = None
+        # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
+        # all that arrive while it is busy, not one a job.
+        self._inbox: collections.deque[
+            tuple[AsyncJob, threading.Semaphore, contextvars.Context]
+        ] = collections.deque()
+        self._inbox_lock = threading.Lock()
+        self._inbox_called = False
+        # Settles, taken by the settle threads: (job, outcome, the permit to give back
+        # once settled, or None when the coroutine still holds it).
+        self._settles: queue.SimpleQueue[
+            tuple[AsyncJob, Outcome, threading.Semaphore | None] | None
+        ] = queue.SimpleQueue()
+        self._settlers: list[threading.Thread] = []
+        self._idle = threading.Condition()
+        self._running = 0
+        self._forced = False
+        # task -> (job, its run): the loop's thread only (the watch reads a copy).
+        self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop async jobs run on."""
+        return self._loop
+
+    def cancel_event(self) -> LoopCancelEvent:
+        """A new job's cancellation flag, awaitable on this loop."""
+        return LoopCancelEvent(self._loop)
+
+    def running(self) -> int:
+        """Async jobs handed over and not settled yet."""
+        with self._idle:
+            return self._running
+
+    def start(self) -> None:
+        """Start the loop's thread (and its watch), with a fresh loop after a
+        :meth:`drain` (a worker may ``run()`` again)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        if self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+            self._forced = False
+        self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
+        self._thread.start()
+        self._settlers = [
+            threading.Thread(target=self._settle_loop, name=f"queuey-async-settle-{i}", daemon=True)
+            for i in range(SETTLE_THREADS)
+        ]
+        for thread in self._settlers:
+            thread.start()
+        if self._block_warning is not None:
+            self._watch = LoopWatch(
+                self._loop,
+                self._thread,
+                threshold=self._block_warning,
+                handle=self._handle,
+                current=self.current_job,
+            )
+            self._watch.start()
+
+    def submit(
+        self,
+        handler: JobHandler,
+        job: Job,
+        ctx: JobContext,
+        queue: str,
+        timeout: float | None,
+        fields: dict[str, Any],
+        *,
+        settle: Callable[[Outcome], None],
+        timed_out: Outcome,
+        on_timed_out: Callable[[str], None],
+        acks_early: bool = False,
+    ) -> None:
+        """Run a job on the loop (from a job thread), once a permit of its cap is free.
+
+        Waits while the cap is reached: the job thread pulls nothing more meanwhile.
+        ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
+        of a timeout (before its settle); both may block and run on a settle thread,
+        but for a success whose delivery ``acks_early``: that ack waits for nothing, and
+        is sent from the loop (its hooks run there too).
+        """
+        item = AsyncJob(
+            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, acks_early
+        )
+        permit = self._permits.get(item.queue, self._shared)
+        permit.acquire()
+        with self._idle:
+            self._running += 1
+        self._handle.record_in_flight(1)
+        with self._inbox_lock:
+            # The job thread's context (the job's span, when tracing) goes with it.
+            self._inbox.append((item, permit, contextvars.copy_context()))
+            if self._inbox_called:
+                return
+            self._inbox_called = True
+        self._loop.call_soon_threadsafe(self._take_inbox)
+
+    def drain(self) -> None:
+        """Wait for every coroutine handed over to end and be settled, then stop the loop."""
+        with self._idle:
+            while self._running:
+                self._idle.wait()
+        self.close()
+
+    def cancel_all(self, wait: float) -> int:
+        """Cancel every running coroutine (a forced stop) and wait up to ``wait`` seconds
+        for them to end (their ``finally`` blocks run); their deliveries are not settled.
+        Returns how many were still running after the wait."""
+        done = threading.Event()
+
+        def cancel() -> None:
+            self._forced = True  # and any job handed over from now on
+            for task, (item, run) in list(self._runs.items()):
+                run.forced = True
+                item.ctx.cancel_event.set()
+                task.cancel("the worker is stopping at once")
+            done.set()
+
+        try:
+            self._loop.call_soon_threadsafe(cancel)
+        except RuntimeError:  # closed: nothing runs
+            return 0
+        done.wait(wait)
+        with self._idle:
+            self._idle.wait_for(lambda: not self._running, timeout=wait)
+            return self._running
+
+    def close(self) -> None:
+        """Stop the loop and the settle threads (after :meth:`drain`, or when unused)."""
+        if self._watch is not None:
+            self._watch.stop()
+        if self._thread is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+        elif self._thread is None and not self._loop.is_closed():
+            self._loop.close()
+        for _ in self._settlers:
+            self._settles.put(None)
+        for thread in self._settlers:
+            thread.join()
+
+    # -- on the loop's thread ---------------------------------------------------------
+
+    def _serve(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            # Tasks a handler started and left behind: cancelled, not left to warn.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    def _take_inbox(self) -> None:
+        with self._inbox_lock:
+            taken = list(self._inbox)
+            self._inbox.clear()
+            self._inbox_called = False
+        for item, permit, context in taken:
+            run = AsyncRun()
+            run.forced = self._forced
+            task = self._loop.create_task(self._main(item, run, permit), context=context)
+            self._runs[task] = (item, run)
+
+    async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:
+        task = asyncio.current_task()
+        outcome: Outcome | None = None
+        try:
+            outcome = await run_job(
+                item,
+                run,
+                clock=self._clock,
+                grace=self._grace,
+                on_stuck=self._stuck,
+                on_stuck_ended=self._stuck_ended,
+            )
+            if outcome is None and run.forced:
+                logger.warning(
+                    "job cancelled: the worker is stopping at once; its delivery goes back "
+                    "to the broker",
+                    extra=item.fields,
+                )
+        except asyncio.CancelledError:
+            logger.warning(
+                "job cancelled: the worker is stopping at once; its delivery goes back to "
+                "the broker",
+                extra=item.fields,
+            )
+        except BaseException:  # never expected: run_job classifies every outcome
+            logger.critical("worker bug while running an async job", exc_info=True)
+        finally:
+            if task is not None:
+                self._runs.pop(task, None)
+            if outcome is SUCCESS and item.acks_early:  # nothing to wait for: here
+                self._settle_here(item, outcome, permit)
+            elif outcome is not None:  # the settle thread gives the permit back, settled
+                self._settles.put((item, outcome, permit))
+            else:
+                self._release(permit)
+
+    def _release(self, permit: threading.Semaphore) -> None:
+        """A job is over (settled, or never to be): its permit and counts given back."""
+        permit.release()
+        self._handle.record_in_flight(-1)
+        with self._idle:
+            self._running -= 1
+            if not self._running:
+                self._idle.notify_all()
+
+    # -- on the settle threads ----------------------------------------------------------
+
+    def _settle_loop(self) -> None:
+        while (taken := self._settles.get()) is not None:
+            self._settle_here(*taken)
+
+    def _settle_here(
+        self, item: AsyncJob, outcome: Outcome, permit: threading.Semaphore | None
+    ) -> None:
+        try:
+            _settle(item, outcome)
+        except BaseException:  # never expected: the dispatcher's settle logs its own
+            logger.critical("worker bug while settling an async job", exc_info=True)
+        finally:
+            if permit is not None:
+                self._release(permit)
+
+    def _stuck(self, item: AsyncJob) -> None:
+        """On the clock's thread: a coroutine still running ``grace`` after its timeout."""
+        self._handle.record_stuck(1)
+        logger.error(
+            "async job still running %gs after its timeout was cancelled; settling it as "
+            "timed out, its permit stays taken until it ends",
+            self._grace,
+            extra=item.fields,
+        )
+        self._settles.put((item, item.timed_out, None))
+
+    def _stuck_ended(self, item: AsyncJob) -> None:
+        self._handle.record_stuck(-1)
+        logger.warning("stuck async job ended at last", extra=item.fields)
+
+    def current_job(self) -> AsyncJob | None:
+        """The job whose coroutine the loop is running right now, if any (any thread)."""
+        task = asyncio.current_task(self._loop) if self._thread is not None else None
+        entry = self._runs.get(task) if task is not None else None
+        return entry[0] if entry is not None else None
+
+
+def _settle(item: AsyncJob, outcome: Outcome) -> None:
+    """On a settle thread: the hooks, the logs and the broker, for ``outcome``."""
+    if outcome.timed_out:
+        item.on_timed_out(outcome.error)
+    item.settle(outcome)

@@ -6,13 +6,16 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
+from queuey_core.errors import JobCancelled
+
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
     """The identity and history of the running job, and its cancellation flag.
 
-    ``cancelled`` is set when the job times out or the worker is forced to stop: a
-    long handler should poll it (or wait on it with :meth:`wait`) and return early; an
+    ``cancelled`` is set when the job times out, the worker is forced to stop, or the
+    job is cancelled (``queuey cancel``): a long handler should poll it (or wait on it
+    with :meth:`wait`) and stop early, best with :meth:`raise_if_cancelled`; an
     ``async def`` handler awaits :meth:`wait_async` or :meth:`wait_cancelled` instead
     (and is cancelled for real on a timeout besides).
     ``redelivered`` says the broker handed this very message out before and it was
@@ -59,3 +62,12 @@ class JobContext:
         from queuey_core.aio.cancel import wait_event  # noqa: PLC0415 (asyncio on use)
 
         await wait_event(self.cancel_event, None)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`~queuey_core.errors.JobCancelled` if the job was asked to stop.
+
+        Let it through: a cancelled job is settled as cancelled (never retried); on a
+        timeout or a forced stop it counts as a failure, as before.
+        """
+        if self.cancel_event.is_set():
+            raise JobCancelled("cancelled while it ran")

@@ -24,7 +24,7 @@ class LoopCancelEvent(threading.Event):
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # threading.Event's own __init__ over an RLock, which the Condition looks up
-        # faster than a Lock (the dispatcher's _CancelEvent does the same): one a job.
+        # faster than a Lock (worker/cancels.py's CancelEvent does the same): one a job.
         self._cond = threading.Condition(threading.RLock())
         self._flag = False
         self._loop = loop

@@ -26,7 +26,7 @@ from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
-from queuey_core.worker.outcome import SUCCESS, Outcome, format_traceback, outcome_of
+from queuey_core.worker.outcome import SUCCESS, Kind, Outcome, format_traceback, outcome_of
 from queuey_core.worker.timeout import RunState as State
 
 logger = logging.getLogger(__name__)
@@ -123,8 +123,8 @@ async def run_job(
     outcome: Outcome = item.timed_out
     interrupted = ""
     try:
-        await item.handler(item.job, item.ctx)  # type: ignore[misc]
-        outcome = SUCCESS
+        result = await item.handler(item.job, item.ctx)  # type: ignore[misc]
+        outcome = SUCCESS if result is None else Outcome(Kind.SUCCESS, result=result)
     except asyncio.CancelledError as exc:
         if not run.forced and run.state in (State.TIMED_OUT, State.ABANDONED):
             task.uncancel()  # ours, the timeout's: the job ends here, the task goes on

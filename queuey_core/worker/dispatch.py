@@ -56,6 +56,7 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
+from queuey_core.worker.cancels import NOT_RUN, CancelEvent, Cancels
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
@@ -93,9 +94,11 @@ class Dispatcher:
         timeout_grace: float,
         hooks: HookRunner | None = None,
         aio: AsyncRunner | None = None,
+        cancels: Cancels | None = None,
     ) -> None:
         self._aio = aio
         self._hooks = hooks if hooks is not None else HookRunner((), clock)
+        self._cancels = cancels if cancels is not None else Cancels()
         self._routes = routes
         self._handle = handle
         self._clock = clock
@@ -149,6 +152,9 @@ class Dispatcher:
             self._hooks.dead_lettered(delivery, reason)
             self._settle(delivery.dead_letter, (reason,), fields)
             return
+        if env.job_id in self._cancels:  # `queuey cancel`: acked unrun
+            self._hooks.cancelled(delivery, NOT_RUN)
+            return self._settle(delivery.ack, (), fields)
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
@@ -183,11 +189,12 @@ class Dispatcher:
             redelivered=delivery.redelivered,
             cancel_event=self._aio.cancel_event()
             if route.is_async and self._aio
-            else _CancelEvent(),
+            else CancelEvent(),
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         self._hooks.started(delivery)
+        (cancels := self._cancels).track(env.job_id, ctx.cancel_event)
         if route.is_async and self._aio is not None:  # to the event loop, settled there
             self._aio.submit(
                 route.handler,
@@ -196,7 +203,9 @@ class Dispatcher:
                 queue,
                 timeout,
                 fields,
-                settle=functools.partial(self._settle_outcome, delivery, route, fields=fields),
+                settle=lambda o: self._settle_outcome(
+                    delivery, route, cancels.ended(ctx, o), fields
+                ),
                 timed_out=_timed_out(timeout or 0.0),
                 on_timed_out=functools.partial(self._hooks.timed_out, delivery),
                 acks_early=acks_early(delivery.inner),
@@ -212,7 +221,7 @@ class Dispatcher:
             if timed is None:
                 return
             outcome = timed
-        self._settle_outcome(delivery, route, outcome, fields)
+        self._settle_outcome(delivery, route, cancels.ended(ctx, outcome), fields)
 
     def _call_with_timeout(
         self,
@@ -285,9 +294,12 @@ class Dispatcher:
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
-            self._hooks.succeeded(delivery)
+            self._hooks.succeeded(delivery, outcome.result)
             if isinstance(delivery, Tracked) and acks_early(delivery.inner):
                 return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
+            return delivery.ack, ()
+        if kind is Kind.CANCELLED:  # stopped by its handler after a `queuey cancel`
+            self._hooks.cancelled(delivery, outcome.error)
             return delivery.ack, ()
         if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))
@@ -356,19 +368,6 @@ def _timed_out(timeout: float) -> Outcome:
     """The outcome of a job that outlived ``timeout`` (made once per timeout: one is
     made ready for every job run under a timeout)."""
     return Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
-
-
-class _CancelEvent(threading.Event):
-    """A job's cancellation flag, made in half the time of a :class:`threading.Event`.
-
-    An Event's Condition over a plain Lock looks up three RLock methods and catches an
-    AttributeError for each; over an RLock it finds them. The Event never waits on its
-    own lock twice, so the reentrancy changes nothing. One is made for every job.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.RLock())
-        self._flag = False
 
 
 def _failed(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:

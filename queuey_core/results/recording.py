@@ -1,0 +1,296 @@
+"""Recording a worker's jobs in the job store, off the job threads.
+
+Owns: :class:`JobRecorder`, a :class:`~queuey_core.worker.WorkerHooks` that turns each
+job event into a :class:`~queuey_core.results.JobEvent` and hands it to one writer
+thread through a bounded queue; the writer writes batches. Must never: block a job
+thread, change or delay an outcome, or raise into the worker. A full queue or a store
+that fails loses those events: they are logged and counted (:attr:`JobRecorder.unrecorded`,
+the ``queuey_results_unrecorded_total`` metric), and the jobs are settled as they would
+have been.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from queuey_core.results.records import JobEvent, JobState
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
+from queuey_core.results.store import JobStore
+from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
+
+logger = logging.getLogger(__name__)
+
+#: Default largest result kept, in bytes of JSON (``[results] max_result_size``).
+DEFAULT_MAX_RESULT_SIZE = 64 * 1024
+
+# One encoder for every result: json.dumps with options makes a new one each call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+#: Seconds the writer lets events gather after a write, unless a batch is full.
+LINGER = 0.01
+
+#: Seconds between two log lines about events that could not be recorded.
+_LOG_EVERY = 30.0
+
+
+def encode_result(value: object, limit: int) -> tuple[str | None, str]:
+    """``value`` as JSON text, or None and why it is not kept (too large, not JSON)."""
+    try:
+        text = value.model_dump_json() if isinstance(value, BaseModel) else _ENCODE(value)
+    except (TypeError, ValueError) as exc:
+        return None, f"result not kept: not JSON ({type(exc).__name__}: {exc})"
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        return None, (
+            f"result not kept: {size} bytes is over the limit of {limit} bytes "
+            "([results] max_result_size)"
+        )
+    return text, ""
+
+
+class JobRecorder(WorkerHooks):
+    """Records every job a worker runs in ``store``: give it to ``Worker(hooks=[...])``.
+
+    A job thread only appends its event to a deque (no lock; the writer is woken only
+    when it sleeps); one writer thread takes up to ``batch`` events at a time and writes
+    them in one transaction.
+
+    Args:
+        store: where records go: a store, or what opens one (called by the writer, again
+            after each failure, so a store that is down when the worker starts is
+            reached once it is up).
+        max_result_size: results larger than this many bytes of JSON are not kept (the
+            record says so in its ``error``, and the job still succeeds).
+        capacity: events waiting for the writer at most; more are counted and dropped.
+        batch: events written in one transaction at most.
+    """
+
+    def __init__(
+        self,
+        store: JobStore | Callable[[], JobStore],
+        *,
+        max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
+        capacity: int = 10_000,
+        batch: int = 500,
+    ) -> None:
+        self._store: JobStore | None = store if isinstance(store, JobStore) else None
+        self._open = None if isinstance(store, JobStore) else store
+        self._limit = max_result_size
+        self._events: collections.deque[JobEvent] = collections.deque()
+        self._capacity = capacity
+        self._batch = batch
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # the writer's pops, flush's look, and drops
+        self._taken = 0  # events the writer took off the deque
+        self._settled = 0  # of those, written or counted lost
+        self._dropped = 0
+        self._failed = 0
+        self._written = 0
+        self._last_log = 0.0
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._asleep = False
+        self._wake = threading.Event()
+        self._linger = threading.Event()  # set only to stop lingering at once
+        self._progress = threading.Condition()
+
+    @property
+    def unrecorded(self) -> int:
+        """Events lost so far: the queue was full, or the store refused their batch."""
+        return self._failed + self._dropped
+
+    @property
+    def written(self) -> int:
+        """Events the store took so far."""
+        return self._written
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def on_worker_starting(self, worker: RunningWorker) -> None:
+        """Start the writer."""
+        self.start()
+
+    def on_worker_stopped(self, worker: RunningWorker) -> None:
+        """Write what is left (for a few seconds at most), then stop the writer."""
+        self.stop(timeout=5.0)
+
+    def on_job_started(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._put(job, JobState.RUNNING)
+
+    def on_job_succeeded(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`: the result is encoded here, on the job's thread."""
+        if job.result is None:
+            self._put(job, JobState.SUCCEEDED)
+            return
+        text, why = encode_result(job.result, self._limit)
+        if why:
+            logger.error("%s", why, extra={"job_id": str(job.job_id), "job_type": job.job_type})
+        self._put(job, JobState.SUCCEEDED, error=why, result=text)
+
+    def on_job_failed(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._put(job, JobState.RETRYING, error=job.error)
+
+    def on_job_deferred(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._put(job, JobState.DEFERRED, error=job.reason)
+
+    def on_job_dead_lettered(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._put(job, JobState.DEAD_LETTERED, error=job.reason, ran=job.duration is not None)
+
+    def on_job_cancelled(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._put(job, JobState.CANCELLED, error=job.reason, ran=job.duration is not None)
+
+    # -- the writer ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer thread (idempotent)."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(
+                    target=self._write_loop, name="queuey-results-writer", daemon=True
+                )
+                self._thread.start()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every event handed over so far is written (or lost); False if that
+        took longer than ``timeout`` seconds."""
+        with self._lock:
+            target = self._taken + len(self._events)
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        self._linger.set()
+        try:
+            with self._progress:
+                while self._settled < target:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None or not self._thread.is_alive():
+                        return False
+                    self._progress.wait(min(left, 0.05))
+            return True
+        finally:
+            if not self._stopping:
+                self._linger.clear()
+
+    def stop(self, *, timeout: float) -> None:
+        """Write what is queued (up to ``timeout`` seconds), then end the writer."""
+        thread = self._thread
+        if thread is None:
+            return
+        self.flush(timeout)
+        self._stopping = True
+        self._linger.set()
+        self._wake.set()
+        thread.join(timeout)
+
+    def _put(
+        self,
+        job: JobInfo,
+        state: JobState,
+        *,
+        error: str = "",
+        result: str | None = None,
+        ran: bool = True,
+    ) -> None:
+        if len(self._events) >= self._capacity:
+            with self._lock:
+                self._dropped += 1
+            self._log_lost(1, "the job store's queue is full (the store is slow or down)")
+            return
+        self._events.append(
+            JobEvent(
+                job.job_id,
+                job.job_type,
+                job.queue,
+                state,
+                int(time.time() * 1000),
+                job.enqueued_at,
+                job.attempt,
+                self._host,
+                self._pid,
+                error,
+                result,
+                ran,
+            )
+        )
+        if self._asleep:
+            self._wake.set()
+
+    def _write_loop(self) -> None:
+        events = self._events
+        while True:
+            with self._lock:
+                batch = [events.popleft() for _ in range(min(self._batch, len(events)))]
+                self._taken += len(batch)
+            if not batch:
+                if self._stopping:
+                    return
+                self._asleep = True
+                if not events:  # looked at again now that a job thread would wake us
+                    self._wake.wait(1.0)
+                self._asleep = False
+                self._wake.clear()
+                continue
+            try:
+                self._opened().write(batch)
+            except Exception as exc:
+                self._failed += len(batch)
+                self._log_lost(len(batch), f"the job store refused a batch: {exc}")
+            else:
+                self._written += len(batch)
+            with self._progress:
+                self._settled += len(batch)
+                self._progress.notify_all()
+            if len(events) < self._batch and not self._stopping:
+                # Let a batch gather: a write a job costs the job threads the GIL and
+                # a wake-up each; LINGER is far inside what wait() is allowed.
+                self._linger.wait(LINGER)
+
+    def _log_lost(self, count: int, why: str) -> None:
+        now = time.monotonic()
+        if now - self._last_log < _LOG_EVERY:
+            return
+        self._last_log = now
+        logger.warning(
+            "%d job event(s) not recorded: %s (%d so far; jobs are settled as usual)",
+            count,
+            why,
+            self.unrecorded,
+        )
+
+    def _opened(self) -> JobStore:
+        if self._store is None:
+            assert self._open is not None
+            self._store = self._open()
+        return self._store
+
+    def close(self) -> None:
+        """Stop the writer and close a store this recorder opened."""
+        self.stop(timeout=5.0)
+        if self._open is not None and self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def collector(self) -> Collector:
+        """The recorder's Prometheus metrics (``queuey_results_*``), for a registry."""
+        from queuey_core.results.metrics import RecorderCollector  # noqa: PLC0415
+
+        return RecorderCollector(self)

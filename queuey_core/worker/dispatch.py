@@ -69,8 +69,7 @@ if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
-#: Every successful job's line (the one line a job always writes): see :mod:`.hot`.
-_succeeded = HotLine(logger, logging.INFO, "job succeeded")
+_succeeded = HotLine(logger, logging.INFO, "job succeeded")  # every job's: see logs/hot.py
 
 
 @dataclass(frozen=True, slots=True)

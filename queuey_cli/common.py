@@ -6,16 +6,21 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 
 from queuey_cli.output import Exit, err, error
-from queuey_core import ConfigError, QueueSet, QueueyError
-from queuey_core.backends.open import open_backend
-from queuey_core.handlers import Discovered, discover, split_by_queue
+from queuey_core.errors import ConfigError, QueueyError
 from queuey_core.logs.text import escape_controls
-from queuey_core.settings import Settings, find_config, load_settings
+
+if TYPE_CHECKING:
+    from queuey_core.handlers import Discovered
+    from queuey_core.queues import QueueSet
+    from queuey_core.settings import Settings
+
+# The settings, the handlers and the backend (pydantic, the job models, pika) are
+# imported by the functions that use them: every command's ``--help`` goes without.
 
 #: ``--json`` on every read command: one JSON document on stdout, nothing else there.
 JsonOption = typer.Option("--json", help="One JSON document on stdout (fields: docs/scripting.md).")
@@ -52,17 +57,23 @@ class State:
 
     def settings(self, **overrides: Any) -> Settings:
         """The effective configuration (files, then QUEUEY_*, then ``overrides``)."""
+        from queuey_core.settings import load_settings  # noqa: PLC0415 - see the imports
+
         settings, _ = load_settings(self.config or None, overrides=overrides or None)
         return settings
 
     def where(self) -> str:
         """The config files, for a message: ``a.toml + b.toml`` (or ``configuration``)."""
+        from queuey_core.settings import find_config  # noqa: PLC0415 - see the imports
+
         return " + ".join(str(p) for p in find_config(self.config or None)) or "configuration"
 
     def handlers(self, queues: QueueSet) -> list[Discovered]:
         """The handlers plugins register for the configured queues. The others are left
         out, with one warning each per process: only a command that names one of them
         fails (see :attr:`unusable`)."""
+        from queuey_core.handlers import discover, split_by_queue  # noqa: PLC0415
+
         found, self.unusable = split_by_queue(discover(), queues)
         if not self._warned:
             self._warned = True
@@ -114,6 +125,8 @@ def usage(message: str) -> typer.Exit:
 
 def backend(settings: Settings) -> Any:
     """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
+    from queuey_core.backends.open import open_backend  # noqa: PLC0415 - see the imports
+
     return open_backend(settings.broker)
 
 

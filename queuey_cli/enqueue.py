@@ -22,14 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.enqueue_file import (
-    Line,
-    Run,
-    parse_job,
-    publish_all,
-    read_file,
-    report,
-)
+from queuey_cli.enqueue_file import Run, publish_all, report
 from queuey_cli.enqueue_wait import (
     TimeoutOption,
     WaitOption,
@@ -37,6 +30,7 @@ from queuey_cli.enqueue_wait import (
     store_before_enqueue,
     wait_options,
 )
+from queuey_cli.job_lines import Line, parse_job, read_file
 from queuey_cli.output import Exit, error, say
 from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
 from queuey_core.limits import check_delay
@@ -157,26 +151,23 @@ def enqueue(
         known = ", ".join(sorted(models)) or "none: install a handlers plugin"
         raise usage(f"unknown job type {job_type!r} (known: {known})")
 
-    if file is not None:
-        try:
-            lines = read_file(file, model, ids_from_lines)
-        except KeyboardInterrupt:
-            error(f"{file}: interrupted while reading it: nothing was sent")
-            raise typer.Exit(Exit.FORCED) from None
-    else:
+    if file is None:
         assert payload is not None
         job, data, _ = parse_job(payload, model, "payload", id_key=False)
-        lines = [Line(1, payload, data, job, chosen, chosen is not None)]
-
-    # Check every job before connecting: a bad priority publishes nothing.
-    for line in lines:
-        make_envelope(line.job, queue_set, priority=priority, enqueued_at=0)
-
-    if file is None:
-        sent = _enqueue_one(settings, queue_set, lines[0], seconds, priority)
+        # Checked before connecting: a bad priority publishes nothing.
+        make_envelope(job, queue_set, priority=priority, enqueued_at=0)
+        line = Line(1, payload, data, job, chosen, chosen is not None)
+        sent = _enqueue_one(settings, queue_set, line, seconds, priority)
         after_enqueue(settings, store, sent, job_type, model.QUEUE, waiting)
         return
-    run = Run(file, lines)
+    try:
+        # Every line checked (a bad priority too) before connecting: a bad line
+        # publishes nothing. Streaming: the lines are read again as they are sent.
+        checked = read_file(file, model, ids_from_lines, queue_set, priority)
+    except KeyboardInterrupt:
+        error(f"{file}: interrupted while reading it: nothing was sent")
+        raise typer.Exit(Exit.FORCED) from None
+    run = Run(checked)
     try:
         publish_all(settings, queue_set, run, seconds, priority)
     except KeyboardInterrupt:  # a second signal while connecting: nothing was sent

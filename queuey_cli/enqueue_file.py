@@ -6,37 +6,45 @@ it in batches with SIGINT / SIGTERM handlers installed for the run (the first st
 between batches, a second at once), and, whatever ends it, the counts (confirmed,
 unknown, refused, not sent), the republished count, the ``--failed-to`` file and the
 exit code. Also the helpers the one-job path shares: parsing a payload, the backend.
+
+The file is read in streaming passes, so that a run holds one batch, not the file, at any
+size: the first checks every line (and hashes the file) before anything is published,
+the second publishes batch by batch, and ``--failed-to`` reads the lines never sent
+once more. A file that changes between the passes is refused, or stops the run with
+what was published so far said (never a line published unchecked).
 Must never: report a line as confirmed that the broker did not confirm, or as not sent
 one that was.
 """
 
 from __future__ import annotations
 
-import enum
-import hashlib
+import itertools
 import json
 import signal
 import time
-import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pydantic import ValidationError
-
-from queuey_cli.common import backend, usage
+from queuey_cli.common import backend
+from queuey_cli.job_lines import (
+    CheckedFile,
+    FileChanged,
+    Line,
+    Outcome,
+    lines_of,
+)
 from queuey_cli.output import Exit, console_of, err, error
 from queuey_core import (
     BackendError,
     EnqueueUnknownError,
-    Job,
     NotEnqueuedError,
     Producer,
     QueueSet,
-    job_id_for,
 )
 from queuey_core.backends.capabilities import Republishes
 from queuey_core.settings import Settings
@@ -44,100 +52,28 @@ from queuey_core.settings import Settings
 BATCH = 2000
 
 
-class Outcome(enum.Enum):
-    """What became of one line of a --file."""
-
-    CONFIRMED = "confirmed"
-    UNKNOWN = "unknown (may or may not be enqueued)"
-    REFUSED = "refused"
-    NOT_SENT = "not sent"
-
-
-@dataclass(slots=True)
-class Line:
-    """One job of a --file: where it came from, its id, and what became of it."""
-
-    number: int
-    text: str
-    data: dict[str, Any]
-    job: Job
-    job_id: uuid.UUID | None
-    #: The line names its id itself (a rerun of it as written gives the same id).
-    pinned: bool
-    outcome: Outcome = Outcome.NOT_SENT
-
-
 @dataclass
 class Run:
-    """How far a --file run got."""
+    """How far a --file run got: counts, and the lines of a batch that failed."""
 
-    path: Path
-    lines: list[Line]
+    file: CheckedFile
+    counts: Counter[Outcome] = field(default_factory=Counter)
+    #: Lines of a batch the broker did not confirm (at most one batch's worth).
+    failed: list[Line] = field(default_factory=list)
+    #: The number of the last line handed to the broker (the rest were never sent).
+    sent_through: int = 0
     republished: int = 0
     stopped: bool = False  # by a signal
     seconds: float = 0.0
 
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
     def count(self, outcome: Outcome) -> int:
-        return sum(1 for line in self.lines if line.outcome is outcome)
-
-
-def parse_job(
-    text: str, model: type[Job], where: str, *, id_key: bool
-) -> tuple[Job, dict[str, Any], uuid.UUID | None]:
-    """The job on a line, the line's JSON object, and the line's ``job_id`` (when
-    ``id_key`` and the model has no field of that name)."""
-    try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise usage(f"{where}: invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise usage(f"{where}: a job is a JSON object, not {type(data).__name__}")
-    key = None
-    payload = data
-    if id_key and "job_id" in data and "job_id" not in model.model_fields:
-        payload = dict(data)
-        raw = payload.pop("job_id")
-        try:
-            if not isinstance(raw, str):
-                raise ValueError(f"a job id is a UUID or a non-empty string, not {raw!r}")
-            key = job_id_for(raw)
-        except ValueError as exc:
-            raise usage(f"{where}: job_id: {exc}") from None
-    try:
-        job = model.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "payload"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise usage(
-            f"{where}: does not fit job type {model.NAME!r}: {loc}: {first['msg']}{more}"
-        ) from None
-    return job, data, key
-
-
-def read_file(path: Path, model: type[Job], ids_from_lines: bool) -> list[Line]:
-    try:
-        raw = path.read_bytes()
-        lines = raw.decode("utf-8").splitlines()
-    except IsADirectoryError:
-        raise usage(f"{path}: is a directory, not a file of jobs") from None
-    except OSError as exc:
-        raise usage(f"{path}: cannot read it: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise usage(f"{path}: not UTF-8 text: {exc.reason}") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    parsed = []
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        job, data, key = parse_job(text, model, f"{path}:{number}", id_key=True)
-        pinned = key is not None
-        if key is None and ids_from_lines:
-            key = job_id_for(f"queuey --file {digest}:{number}")
-        parsed.append(Line(number, text, data, job, key, pinned))
-    if not parsed:
-        raise usage(f"{path}: no jobs in it")
-    return parsed
+        if outcome is Outcome.NOT_SENT:
+            return self.file.jobs - sum(n for o, n in self.counts.items() if o is not outcome)
+        return self.counts[outcome]
 
 
 class _Stop:
@@ -172,11 +108,6 @@ def publish_all(
     settings: Settings, queue_set: QueueSet, run: Run, delay: float | None, priority: int | None
 ) -> None:
     started = time.monotonic()
-    # Every line gets its id now, so an outcome can be traced back to its line.
-    for line in run.lines:
-        if line.job_id is None:
-            line.job_id = uuid.uuid4()
-    pending = list(run.lines)
     stop = _Stop()
     rabbit: Any = None
     # Imported here: loading the command line (for `queuey worker` too) skips Rich.
@@ -200,9 +131,19 @@ def publish_all(
         with _signals(stop), progress:
             rabbit = backend(settings)
             producer = Producer(rabbit, queue_set)
-            task = progress.add_task("enqueue", total=len(pending))
-            while pending and not stop.requested:
-                batch, pending = pending[:BATCH], pending[BATCH:]
+            task = progress.add_task("enqueue", total=run.file.jobs)
+            lines = lines_of(run.file)
+            while not stop.requested:
+                try:
+                    # Every line gets its id before it is sent, so that an outcome can
+                    # be traced back to its line.
+                    batch = list(itertools.islice(lines, BATCH))
+                except FileChanged as exc:
+                    error(str(exc))
+                    break
+                if not batch:
+                    break
+                run.sent_through = batch[-1].number
                 try:
                     producer.enqueue_many(
                         [line.job for line in batch],
@@ -211,15 +152,13 @@ def publish_all(
                         job_ids=[line.job_id for line in batch],
                     )
                 except (EnqueueUnknownError, NotEnqueuedError) as exc:
-                    _sort(batch, exc)
+                    _sort(run, batch, exc)
                     error(str(exc))
                     break
                 except KeyboardInterrupt:
-                    for line in batch:
-                        line.outcome = Outcome.UNKNOWN
+                    _settle(run, batch, Outcome.UNKNOWN)
                     break
-                for line in batch:
-                    line.outcome = Outcome.CONFIRMED
+                run.counts[Outcome.CONFIRMED] += len(batch)
                 progress.advance(task, len(batch))
     except BackendError as exc:  # could not connect or declare: nothing was sent
         error(str(exc))
@@ -231,26 +170,36 @@ def publish_all(
             rabbit.close()
 
 
-def _sort(batch: list[Line], exc: EnqueueUnknownError | NotEnqueuedError) -> None:
+def _settle(run: Run, lines: list[Line], outcome: Outcome) -> None:
+    """``lines`` (of a batch that was sent) ended as ``outcome``."""
+    for line in lines:
+        line.outcome = outcome
+    run.counts[outcome] += len(lines)
+    if outcome is not Outcome.CONFIRMED:
+        run.failed.extend(lines)
+
+
+def _sort(run: Run, batch: list[Line], exc: EnqueueUnknownError | NotEnqueuedError) -> None:
     """Each line of a failed batch as the error says (unknown when it does not say)."""
     unknown, refused, confirmed = set(exc.unknown), set(exc.not_enqueued), set(exc.confirmed)
     for line in batch:
         if line.job_id in unknown:
-            line.outcome = Outcome.UNKNOWN
+            outcome = Outcome.UNKNOWN
         elif line.job_id in refused:
-            line.outcome = Outcome.REFUSED
+            outcome = Outcome.REFUSED
         elif line.job_id in confirmed:
-            line.outcome = Outcome.CONFIRMED
+            outcome = Outcome.CONFIRMED
         elif isinstance(exc, EnqueueUnknownError):
-            line.outcome = Outcome.UNKNOWN
+            outcome = Outcome.UNKNOWN
         else:
-            line.outcome = Outcome.REFUSED
+            outcome = Outcome.REFUSED
+        _settle(run, [line], outcome)
 
 
 def report(run: Run, failed_to: Path | None) -> Exit:
     """Print how the run went, write --failed-to, and choose the exit code."""
-    total = len(run.lines)
-    left = [line for line in run.lines if line.outcome is not Outcome.CONFIRMED]
+    total = run.file.jobs
+    left = total - run.count(Outcome.CONFIRMED)
     if not left:
         err.print(
             f"enqueued {total} jobs from {run.path} in {run.seconds:.2f}s "
@@ -267,10 +216,10 @@ def report(run: Run, failed_to: Path | None) -> Exit:
             highlight=False,
         )
     if failed_to is not None:
-        _write_failed(failed_to, left)
+        written = _write_failed(failed_to, run)
         if left:
             err.print(
-                f"the {len(left):,} jobs not confirmed are in {failed_to}: run again with "
+                f"the {written:,} jobs not confirmed are in {failed_to}: run again with "
                 f"--file {failed_to} (and the same options)",
                 highlight=False,
             )
@@ -283,11 +232,21 @@ def report(run: Run, failed_to: Path | None) -> Exit:
     return Exit.FAILURE
 
 
-def _write_failed(path: Path, lines: list[Line]) -> None:
-    """The lines as given, each with the job id it was (or would have been) sent with."""
+def _write_failed(path: Path, run: Run) -> int:
+    """The lines not confirmed, as given, each with the job id it was (or would have
+    been) sent with: the failed batch's, then every line never sent (read once more)."""
+    written = 0
     with path.open("w", encoding="utf-8") as fh:
-        for line in lines:
-            if line.pinned or "job_id" in line.data:
-                fh.write(line.text + "\n")
-            else:
-                fh.write(json.dumps({"job_id": str(line.job_id), **line.data}) + "\n")
+        rest: Iterator[Line] = iter(())
+        if run.count(Outcome.NOT_SENT):
+            rest = lines_of(run.file, after=run.sent_through)
+        try:
+            for line in itertools.chain(run.failed, rest):
+                if line.pinned or "job_id" in line.data:
+                    fh.write(line.text + "\n")
+                else:
+                    fh.write(json.dumps({"job_id": str(line.job_id), **line.data}) + "\n")
+                written += 1
+        except FileChanged as exc:
+            error(f"{exc}: {path} holds only the lines read before")
+    return written

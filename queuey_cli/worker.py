@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 
 from queuey_cli.common import cli_errors, ends_with_command, state, usage
-from queuey_core.limits import check_positive
+from queuey_core.limits import MAX_PROCESSES, check_positive
 from queuey_core.process.running import exit_process
-from queuey_core.process.scheduler import load_schedules
 from queuey_core.process.stops import StopRequests
-from queuey_core.process.worker import run_worker, stop_signals
-from queuey_core.settings import MAX_PROCESSES, duration
+
+# What running a worker needs (the settings, the worker, pydantic, pika) is imported when
+# it runs: `queuey --help` and `queuey worker --help` go without.
 
 
 @cli_errors
@@ -75,6 +75,8 @@ def worker(
     """Run jobs until SIGTERM or SIGINT; a second signal stops at once."""
     # Installed before the configuration is read: a signal from now on is recorded,
     # and one during start-up drains the worker as soon as it runs.
+    from queuey_core.process.worker import stop_signals  # noqa: PLC0415 - see the imports
+
     stops = StopRequests().install(stop_signals(supervised=supervised_fd is not None))
     try:
         code = _worker(
@@ -116,6 +118,10 @@ def _worker(
     supervised_fd: int | None,
 ) -> int:
     """The options, checked and mapped onto :func:`run_worker`; its exit code."""
+    from queuey_core.process.scheduler import load_schedules  # noqa: PLC0415
+    from queuey_core.process.worker import run_worker  # noqa: PLC0415
+    from queuey_core.settings import duration  # noqa: PLC0415
+
     seconds = None
     if job_timeout is not None:
         try:

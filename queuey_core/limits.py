@@ -75,3 +75,8 @@ def check_positive(seconds: float, what: str) -> float:
     if value <= 0:
         raise ValueError(f"{what} must be more than 0 seconds")
     return value
+
+
+#: The most worker processes one supervisor runs (``[worker] processes``; the command
+#: line's ``--help`` reads it without loading the settings).
+MAX_PROCESSES = 64

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from queuey_core.errors import ConsumerStoppedError, QueueyError
 from queuey_core.process.exits import Exit
 from queuey_core.process.stops import StopRequests
-from queuey_core.worker import Worker
 
 if TYPE_CHECKING:
     from queuey_core.process.supervised import SupervisorLink
+    from queuey_core.worker import Worker
 
 logger = logging.getLogger("queuey.worker")
 

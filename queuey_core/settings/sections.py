@@ -27,6 +27,7 @@ from queuey_core.backends.sqlite.options import is_sqlite_url
 from queuey_core.backends.sqlite.options import parse_url as parse_sqlite_url
 from queuey_core.errors import ConfigError
 from queuey_core.limits import MAX_PRIORITY, MAX_UINT16
+from queuey_core.limits import MAX_PROCESSES as MAX_PROCESSES  # noqa: PLC0414 - its old home
 from queuey_core.queues import QueueKind
 from queuey_core.retry import Backoff, BackoffKind, RetryPolicy
 from queuey_core.schedules.ticks import CatchUp, Cron, Every, Trigger
@@ -251,10 +252,6 @@ class BrokerSettings(_Section):
     def ssl_context(self) -> ssl.SSLContext | None:
         """The SSL context for ``RabbitMQBackend(ssl_context=...)``: None on ``amqp://``."""
         return self.tls.context() if self.uses_tls() else None
-
-
-#: The most worker processes one supervisor runs (``[worker] processes``).
-MAX_PROCESSES = 64
 
 
 class WorkerSettings(_Section):

@@ -16,8 +16,17 @@ The behaviour is the seed's, the original Rust runtime kept in this repository a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from queuey_core._lazy import lazy_exports
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import JobInfo, WorkerHooks
-from queuey_core.worker.runner import Worker
+
+if TYPE_CHECKING:
+    from queuey_core.worker.runner import Worker
+
+# The Worker on first use: the control channel's responder (which a worker runs, and
+# which imports the hooks from here) must not need the worker loaded first.
+__getattr__ = lazy_exports(__name__, {"Worker": "queuey_core.worker.runner"})
 
 __all__ = ["JobInfo", "Worker", "WorkerHandle", "WorkerHooks"]

@@ -53,6 +53,7 @@ from queuey_core.errors import DecodeError, JobTimeout
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
+from queuey_core.logs.hot import HotLine
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
+_succeeded = HotLine(logger, logging.INFO, "job succeeded")  # every job's: see logs/hot.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +295,7 @@ class Dispatcher:
         env = delivery.envelope
         kind = outcome.kind
         if kind is Kind.SUCCESS:
-            logger.info("job succeeded", extra=fields)
+            _succeeded(fields)
             self._hooks.succeeded(delivery, outcome.result)
             if isinstance(delivery, Tracked) and acks_early(delivery.inner):
                 return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()

@@ -1,7 +1,7 @@
 """The asyncio benchmark: ``async def`` jobs on the worker's event loop beside the same
 jobs on threads, in one run.
 
-    .venv/bin/python bench/asyncio.py [--backend memory|rabbitmq] [--rounds 3]
+    .venv/bin/python bench/async_handlers.py [--backend memory|rabbitmq] [--rounds 3]
 
 Three comparisons, each a ratio measured in the same round (rounds alternate the order):
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file has the standard library's name: its folder must not shadow asyncio.
+# Run from the repository root, never with this folder first on the path.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))

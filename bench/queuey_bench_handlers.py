@@ -5,7 +5,9 @@ Registered for the benchmark's worker processes only: bench/procs.py writes a
 temporary folder on that process's PYTHONPATH, so no environment ever installs it.
 A handler reports to the harness by writing a line to the file descriptor in
 ``QUEUEY_BENCH_FD`` (a pipe the harness reads): ``first`` for a job marked first, the
-enqueue-to-start wait in microseconds for a stamped job.
+enqueue-to-start wait in microseconds for a stamped job. ``QUEUEY_BENCH_TRACING`` traces
+the process (:func:`trace_to`); ``QUEUEY_BENCH_GC=1`` prints the garbage collector's
+collections and CPU, by generation, to the worker's log as it exits.
 """
 
 from __future__ import annotations

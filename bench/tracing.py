@@ -223,10 +223,10 @@ def summary(results: dict[str, list[dict[str, Any]]], exporter: str) -> list[str
 # -- instruction counts ----------------------------------------------------------------
 
 
-def instructions(n: int, exporter: str | None, sink: Sink, out: Path) -> int:
-    """Instructions a worker under callgrind executes, launch to stop, for ``n`` no-op jobs."""
+def instructions(n: int, exporter: str | None, sink: Sink, out: Path, kind: str = "noop") -> int:
+    """Instructions a worker under callgrind executes, launch to stop, for ``n`` jobs."""
     procs.purge("bench")
-    measure("fill_queuey", n, "noop" if exporter is None else "traced-noop")
+    measure("fill_queuey", n, kind if exporter is None else f"traced-{kind}")
     # The default schedule delay: under callgrind a worker is some 50 times slower,
     # and its batches would otherwise go out half full.
     argv = worker_argv(exporter, sink.endpoint, schedule_delay_ms=5000)
@@ -240,17 +240,17 @@ def instructions(n: int, exporter: str | None, sink: Sink, out: Path) -> int:
     raise RuntimeError(f"no instruction count in {out}")
 
 
-def callgrind(jobs: int, exporter: str, sink: Sink) -> list[str]:
+def callgrind(jobs: int, exporter: str, sink: Sink, kind: str) -> list[str]:
     """Instructions per job, untraced and traced, from two runs each."""
     folder = Path(tempfile.mkdtemp(prefix="queuey-callgrind-"))
     per_job: dict[str, float] = {}
     for e in (None, exporter):
-        counts = [instructions(n, e, sink, folder / f"{e}-{n}.out") for n in (jobs, 3 * jobs)]
+        counts = [instructions(n, e, sink, folder / f"{e}-{n}.out", kind) for n in (jobs, 3 * jobs)]
         per_job[str(e)] = (counts[1] - counts[0]) / (2 * jobs)
         print(f"{e or 'untraced'}: {counts} instructions -> {per_job[str(e)]:,.0f} a job")
     off, on = per_job["None"], per_job[exporter]
     return [
-        "| worker | instructions a job (callgrind) |",
+        f"| worker, {kind} jobs | instructions a job (callgrind) |",
         "|---|---|",
         f"| untraced | {off:,.0f} |",
         f"| traced ({exporter}) | {on:,.0f} |",
@@ -265,6 +265,12 @@ def main() -> None:
     parser.add_argument("--exporter", choices=["otlp", "drop"], default="otlp")
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument(
+        "--callgrind-kind",
+        default="noop",
+        help="the jobs --callgrind runs: noop, or cpuN (N rounds of spin: 8000 are about "
+        "7 M instructions, 1 ms of CPU on the bench machine)",
+    )
+    parser.add_argument(
         "--kinds",
         nargs="*",
         choices=["no-op", "1 ms", "10 ms", "20 ms I/O wait"],
@@ -278,7 +284,7 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC)
     try:
         if args.callgrind:
-            rows = callgrind(args.jobs, args.exporter, sink)
+            rows = callgrind(args.jobs, args.exporter, sink, args.callgrind_kind)
         else:
             got = rounds(args.rounds, args.jobs, args.exporter, sink, args.kinds)
             rows = summary(got, args.exporter)

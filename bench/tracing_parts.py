@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import subprocess
 import sys
 import tempfile
@@ -118,13 +119,16 @@ def part(name: str) -> Callable[[int], None]:
         assert tracing is not None
         hooks = tracing.hook_runner([], SystemClock())
         traced = tracing.around(hooks.succeeded)
-        if name == "queuey-span-unsampled":
-            envelope = envelope.with_trace(TraceContext.parse(header[:-2] + "00"))
-        delivery = _Delivery(envelope, "bench", False)
+        flags = "00" if name == "queuey-span-unsampled" else "01"
+        # Each job a trace of its own, as in a busy worker (no cache helps).
+        deliveries = [
+            _Delivery(envelope.with_trace(TraceContext.parse(_traceparent(flags))), "bench", False)
+            for _ in range(4096)
+        ]
 
         def run(n: int) -> None:
-            for _ in range(n):
-                traced(delivery)
+            for i in range(n):
+                traced(deliveries[i & 4095])
 
     elif name == "delivery-context":
         headers = {"traceparent": header}
@@ -167,6 +171,10 @@ def part(name: str) -> Callable[[int], None]:
     else:
         raise SystemExit(f"no part {name!r}: {', '.join(PARTS)}")
     return run
+
+
+def _traceparent(flags: str) -> str:
+    return f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-{flags}"
 
 
 @dataclass

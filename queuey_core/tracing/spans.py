@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -162,14 +163,18 @@ class WorkerTracing:
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
-        # Single dict operations, atomic under the GIL: no lock on the per-job path.
-        # Keyed by the envelope's id(): the call that opened the entry holds the
-        # delivery, so its envelope, until it closes it; the id is not reused meanwhile.
-        self._open: dict[int, Span] = {}
+        # Keyed by the envelope's id(): the entry holds the envelope, so the id is not
+        # reused while it is open. Lookups are single dict operations (atomic under the
+        # GIL); the lock orders only an attempt's end between the dispatcher's return
+        # and the settle, which for an async job come on two threads.
+        self._open: dict[int, _Attempt] = {}
+        self._lock = threading.Lock()
         self._kinds: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
     def around(self, dispatch: Callable[[Delivery], None]) -> Callable[[Delivery], None]:
-        """``dispatch``, each call under its delivery's span."""
+        """``dispatch``, each call under its delivery's span, ended once the delivery is
+        settled: when the call returns, or, for a job it handed over to the worker's
+        event loop (an ``async def`` handler), when that job is settled."""
 
         def traced(delivery: Delivery) -> None:
             try:
@@ -181,13 +186,39 @@ class WorkerTracing:
                 dispatch(delivery)
                 return
             try:
-                dispatch(delivery)
+                dispatch(delivery)  # an async job takes a copy of the context along
             finally:
                 otel_context.detach(token)
-                self._open.pop(id(delivery.envelope), None)
-                span.end()
+                self._returned(delivery)
 
         return traced
+
+    def _returned(self, delivery: Delivery) -> None:
+        key = id(delivery.envelope)
+        with self._lock:
+            attempt = self._open.get(key)
+            if attempt is None:
+                return
+            attempt.returned = True
+            if attempt.started and not attempt.settled:
+                return  # handed over, still running: its settle ends the span
+            del self._open[key]
+        attempt.span.end()
+
+    def _settled(self, key: int, attempt: _Attempt) -> None:
+        with self._lock:
+            attempt.settled = True
+            if not attempt.returned:
+                return  # the dispatcher's return ends it
+            self._open.pop(key, None)
+        attempt.span.end()
+
+    def started(self, delivery: Delivery) -> None:
+        """The handler of ``delivery`` is called (on a job thread, or on the loop): an
+        outcome will follow."""
+        attempt = self._open.get(id(delivery.envelope))
+        if attempt is not None:
+            attempt.started = True
 
     def hook_runner(self, hooks: Iterable[WorkerHooks], clock: Clock, **options: Any) -> HookRunner:
         """The worker's :class:`HookRunner` (``options`` are its own), which tells each
@@ -227,14 +258,16 @@ class WorkerTracing:
         span = self._tracer.start_span(
             name, context=context_of(env.trace), kind=SpanKind.CONSUMER, attributes=attributes
         )
-        self._open[id(env)] = span
+        self._open[id(env)] = _Attempt(span, env)
         return span
 
     def succeeded(self, delivery: Delivery) -> None:
         """The attempt of ``delivery`` succeeded: one attribute (the common case)."""
-        span = self._open.get(id(delivery.envelope))
-        if span is not None:
-            span.set_attribute("queuey.job.outcome", "succeeded")
+        key = id(delivery.envelope)
+        attempt = self._open.get(key)
+        if attempt is not None:
+            attempt.span.set_attribute("queuey.job.outcome", "succeeded")
+            self._settled(key, attempt)
 
     def ended(
         self,
@@ -247,9 +280,11 @@ class WorkerTracing:
     ) -> None:
         """Put how the attempt of ``delivery`` ended on its span; ``error``: the
         handler's (or the timeout's), an exception event and the span failed."""
-        span = self._open.get(id(delivery.envelope))
-        if span is None:
+        key = id(delivery.envelope)
+        attempt = self._open.get(key)
+        if attempt is None:
             return
+        span = attempt.span
         attributes: dict[str, Any] = {"queuey.job.outcome": outcome}
         if reason:
             attributes["queuey.job.reason"] = reason
@@ -260,12 +295,26 @@ class WorkerTracing:
             span.add_event("exception", {"exception.message": error})
         if outcome in _FAILED:
             span.set_status(Status(StatusCode.ERROR, reason or error))
+        self._settled(key, attempt)
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """An event on the span of ``delivery``; its failed or dead-lettered one follows."""
-        span = self._open.get(id(delivery.envelope))
-        if span is not None:
-            span.add_event("queuey.job.timed_out", {"queuey.job.error": error})
+        attempt = self._open.get(id(delivery.envelope))
+        if attempt is not None:
+            attempt.span.add_event("queuey.job.timed_out", {"queuey.job.error": error})
+
+
+class _Attempt:
+    """An attempt's span, and how far its delivery has gone."""
+
+    __slots__ = ("envelope", "returned", "settled", "span", "started")
+
+    def __init__(self, span: Span, envelope: Envelope) -> None:
+        self.span = span
+        self.envelope = envelope  # held: its id() is the key
+        self.started = False  # the handler was called: an outcome will come
+        self.settled = False  # the outcome was told
+        self.returned = False  # the dispatcher's call is over
 
 
 #: The outcomes that mark a span failed (a deferral is no failure).
@@ -289,6 +338,10 @@ class _TracingHookRunner(HookRunner):
     ) -> None:
         super().__init__(hooks, clock, **options)
         self._tracing = tracing
+
+    def started(self, delivery: Delivery) -> None:
+        self._tracing.started(delivery)
+        super().started(delivery)
 
     def succeeded(self, delivery: Delivery, result: object = None) -> None:
         self._tracing.succeeded(delivery)

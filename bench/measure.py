@@ -8,6 +8,7 @@ or connections). Every queue is durable and every message persistent.
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -19,12 +20,13 @@ from pika.adapters.select_connection import SelectConnection
 sys.path.insert(0, str(Path(__file__).parent))
 
 from procs import URL, Counter
-from queuey_bench_handlers import Cpu, Noop, Stamped, Wait, trace_to_nowhere
+from queuey_bench_handlers import Cpu, Noop, Stamped, Wait
 
 from queuey_core import Job, Producer, QueueConfig, QueueSet
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.envelope import Envelope
 from queuey_core.queues import QueueKind
+from queuey_core.trace_context import TraceContext
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2, content_type="application/json")
 RAW_QUEUE = "bench_raw"
@@ -62,11 +64,13 @@ def _producer() -> tuple[RabbitMQBackend, Producer]:
 
 
 def fill_queuey(n: int, kind: str = "noop") -> dict[str, Any]:
-    """``n`` queuey jobs on their queue, the first one marked (it reports its start);
-    ``traced``: no-op jobs enqueued under a span, so that each carries a trace context."""
-    if kind == "traced":
-        trace_to_nowhere()
-        kind = "noop"
+    """``n`` queuey jobs on their queue, the first one marked (it reports its start).
+
+    ``kind``: ``noop``, ``io`` or ``cpuN`` (N rounds of :func:`spin`); ``traced-`` before
+    it: each job carries a trace context of its own, as jobs enqueued by a traced
+    producer, one request (one trace) each, do."""
+    traced = kind.startswith("traced")
+    kind = kind.removeprefix("traced").removeprefix("-") or "noop"
     backend, producer = _producer()
 
     def make(i: int) -> Job:
@@ -77,10 +81,20 @@ def fill_queuey(n: int, kind: str = "noop") -> dict[str, Any]:
         return Noop(mark=i == 0)
 
     for start in range(0, n, 2000):
-        producer.enqueue_many([make(i) for i in range(start, min(n, start + 2000))])
+        jobs = [make(i) for i in range(start, min(n, start + 2000))]
+        if traced:
+            envs = [producer.envelope(job).with_trace(_own_trace()) for job in jobs]
+            backend.publish_many([(env, None) for env in envs])
+        else:
+            producer.enqueue_many(jobs)
     backend.close()
     _wait_ready(make(0).QUEUE, n)
     return {"filled": n}
+
+
+def _own_trace() -> TraceContext:
+    """A context of a trace of its own, as a request's publish span makes it."""
+    return TraceContext(f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-01")
 
 
 def fill_dramatiq(n: int, kind: str = "noop") -> dict[str, Any]:

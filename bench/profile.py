@@ -64,15 +64,24 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples a second")
     parser.add_argument("--out", type=Path, default=HERE / "PROFILE.md")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="the traced worker (bench/run.py's 'queuey, traced') on jobs that carry a context",
+    )
+    parser.add_argument("--raw", type=Path, help="keep py-spy's raw stacks in this file too")
     args = parser.parse_args()
 
     procs.compile_sources()
     procs.purge("bench")
-    measure("fill_queuey", args.jobs)
-    raw = Path(tempfile.mkdtemp()) / "worker.txt"
+    measure("fill_queuey", args.jobs, "traced" if args.tracing else "noop")
+    raw = args.raw or Path(tempfile.mkdtemp()) / "worker.txt"
     pyspy = Path(sys.executable).parent / "py-spy"
     counter = procs.Counter()
-    run = procs.Run(procs.queuey_argv("bench", THREADS), log="profile")
+    argv = procs.queuey_argv("bench", THREADS)
+    if args.tracing:
+        argv = ["env", "QUEUEY_BENCH_TRACING=drop", *argv]
+    run = procs.Run(argv, log="profile")
     try:
         # Start-up is left out: sampling starts once the worker has taken its first job.
         run.wait_until(lambda: run.first_job() == run.first_job(), timeout=60)

@@ -5,7 +5,9 @@ Registered for the benchmark's worker processes only: bench/procs.py writes a
 temporary folder on that process's PYTHONPATH, so no environment ever installs it.
 A handler reports to the harness by writing a line to the file descriptor in
 ``QUEUEY_BENCH_FD`` (a pipe the harness reads): ``first`` for a job marked first, the
-enqueue-to-start wait in microseconds for a stamped job.
+enqueue-to-start wait in microseconds for a stamped job. ``QUEUEY_BENCH_TRACING`` traces
+the process (:func:`trace_to`); ``QUEUEY_BENCH_GC=1`` prints the garbage collector's
+collections and CPU, by generation, to the worker's log as it exits.
 """
 
 from __future__ import annotations
@@ -19,14 +21,20 @@ from queuey_core import Job, JobContext, handler
 _FD = int(os.environ.get("QUEUEY_BENCH_FD", "-1"))
 
 
-def trace_to_nowhere() -> None:
-    """Set a global tracer provider whose spans are batched and then dropped: what the
-    tracing-on bench costs is queuey's spans and the SDK's batching, not an exporter's
-    network (``QUEUEY_BENCH_TRACING=1`` sets it up in the worker, as this module loads:
-    before the worker is made)."""
+def trace_to(where: str) -> None:
+    """Set the global tracer provider of a traced bench process, before its worker is
+    made (``QUEUEY_BENCH_TRACING`` does so as this module loads).
+
+    ``otlp``: what a user runs in production, the SDK's ``BatchSpanProcessor`` with its
+    default settings around the OTLP/HTTP (protobuf) exporter, sending to
+    ``QUEUEY_BENCH_OTLP`` (bench/tracing.py's sink, another process: a collector's
+    work is not the worker's). ``drop``: the same processor, its exporter dropping
+    every batch (what the SDK's batching costs without any serialising).
+    """
     from collections.abc import Sequence  # noqa: PLC0415 - the SDK is a bench extra
 
     from opentelemetry import trace  # noqa: PLC0415
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: PLC0415
     from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
         BatchSpanProcessor,
@@ -38,13 +46,24 @@ def trace_to_nowhere() -> None:
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    exporter: SpanExporter
+    if where == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
+
+        exporter = OTLPSpanExporter(endpoint=os.environ["QUEUEY_BENCH_OTLP"])
+    elif where == "drop":
+        exporter = Drop()
+    else:
+        raise SystemExit(f"QUEUEY_BENCH_TRACING: otlp or drop, not {where!r}")
+    provider = TracerProvider(resource=Resource.create({"service.name": "queuey-bench"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
 
 
 if os.environ.get("QUEUEY_BENCH_TRACING"):
-    trace_to_nowhere()
+    trace_to(os.environ["QUEUEY_BENCH_TRACING"])
 
 
 def report(line: str) -> None:
@@ -114,3 +133,23 @@ def cpu(job: Cpu, ctx: JobContext) -> None:
     if job.mark:
         report("first")
     spin(job.rounds)
+
+
+if os.environ.get("QUEUEY_BENCH_GC"):
+    import atexit
+    import gc
+    import sys
+
+    _gc: dict[int, list[float]] = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    _gc_started = [0.0]
+
+    def _gc_note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            _gc_started[0] = time.process_time()
+        else:
+            entry = _gc[info["generation"]]
+            entry[0] += 1
+            entry[1] += time.process_time() - _gc_started[0]
+
+    gc.callbacks.append(_gc_note)
+    atexit.register(lambda: print(f"GC: {_gc} objects {len(gc.get_objects())}", file=sys.stderr))

@@ -164,9 +164,10 @@ def tracing_line(worker: Rounds) -> str:
     launch = ratio(worker, "queuey, traced", "queuey")
     cpu = ratio(worker, "queuey, traced", "queuey", "cpu_us")
     return (
-        "**Tracing**: the same worker with a tracer provider (the SDK's `BatchSpanProcessor`, "
-        "an exporter that drops every span), on jobs enqueued under a span: a CONSUMER span "
-        "per job. Traced / untraced, same round: running rate "
+        "**Tracing**: the same worker with a tracer provider (the SDK's `BatchSpanProcessor` "
+        "around the OTLP/HTTP exporter, sending to a receiver in the harness), on jobs that "
+        "each carry a trace context of their own: a CONSUMER span per job, exported. Traced "
+        "/ untraced, same round (launch included; bench/tracing.py leaves it out): running rate "
         f"{spread(running, '{:.3f}')}, rate from launch {spread(launch, '{:.3f}')}, "
         f"CPU per job {spread(cpu, '{:.3f}')}."
     )

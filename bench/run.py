@@ -58,17 +58,10 @@ def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[
         ),
         "raw pika": lambda: measure("raw_consumer", n),
     }
-    if procs.have_module("opentelemetry.sdk"):
-        # The same worker with a tracer provider (QUEUEY_BENCH_TRACING: a batching
-        # processor, an exporter that drops), on jobs that carry a trace context.
-        figures["queuey, traced"] = lambda: _drain(
-            "fill_queuey",
-            ["env", "QUEUEY_BENCH_TRACING=1", *procs.queuey_argv("bench", THREADS)],
-            "bench",
-            n,
-            "queuey-traced",
-            kind="traced",
-        )
+    if procs.have_module("opentelemetry.exporter.otlp.proto.http"):
+        # The same worker traced as in production (bench/tracing.py: a batching
+        # processor, the OTLP/HTTP exporter), on jobs that each carry a trace context.
+        figures["queuey, traced"] = lambda: _traced_drain(n)
     if processes:
         figures["queuey, 2 processes"] = lambda: _drain(
             "fill_queuey",
@@ -129,6 +122,13 @@ def _drain(
     procs.purge(queue)
     measure(fill, n, kind)
     return procs.drain(argv, queue, n, log=label)
+
+
+def _traced_drain(n: int) -> dict[str, Any]:
+    import tracing  # noqa: PLC0415 - it imports this module
+
+    argv = tracing.worker_argv("otlp", tracing.shared_sink().endpoint)
+    return _drain("fill_queuey", argv, "bench", n, "queuey-traced", kind="traced")
 
 
 def rounds(

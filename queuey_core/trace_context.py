@@ -42,6 +42,9 @@ _MEMBER_RE = re.compile(
     r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})"
     r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
 )
+# What every traced job a queuey (or an OpenTelemetry SDK) sends carries: checked in one
+# match, the general path's checks being true of whatever matches it.
+_VERSION_00_RE = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 
@@ -67,6 +70,13 @@ class TraceContext:
         ``tracestate`` is then ignored too. A ``tracestate`` that is not well-formed is
         dropped alone. Bytes are read as ASCII. Never raises.
         """
+        if (
+            type(traceparent) is str
+            and _VERSION_00_RE.fullmatch(traceparent) is not None
+            and traceparent[3:35] != _ZERO_TRACE
+            and traceparent[36:52] != _ZERO_SPAN
+        ):
+            return cls(traceparent, "" if tracestate is None else _tracestate(tracestate))
         parent = _ascii(traceparent, MAX_TRACEPARENT)
         if parent is None:
             return None
@@ -131,6 +141,14 @@ class TracedModel(BaseModel):
         private = None if trace is None else {"trace": trace}
         object.__setattr__(copy, "__pydantic_private__", private)
         return copy
+
+    def carrying(self, trace: TraceContext | None) -> Self:
+        """This model, carrying ``trace`` from now on: for a model nobody else holds
+        yet (one a backend just decoded), where :meth:`with_trace`'s copy is waste."""
+        object.__setattr__(
+            self, "__pydantic_private__", None if trace is None else {"trace": trace}
+        )
+        return self
 
 
 def _ascii(value: object, limit: int) -> str | None:

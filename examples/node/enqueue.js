@@ -8,6 +8,10 @@
 //   QUEUEY_QUEUE         the queue (default "alpha", as in queuey.toml)
 //   QUEUEY_MAX_PRIORITY  the queue's max_priority in queuey.toml (default 10; "" for none)
 //   QUEUEY_DELAY_MS      the delayed job's delay in ms (default 1500)
+//   QUEUEY_TRACEPARENT   a W3C traceparent to send with every job (protocol.md, "Tracing
+//                        headers"): the jobs' spans join that trace. An app traced with
+//                        OpenTelemetry gets it from propagation.inject(context.active(), headers).
+//   QUEUEY_TRACESTATE    its tracestate, if any
 'use strict';
 
 const crypto = require('node:crypto');
@@ -17,6 +21,8 @@ const URL = process.env.QUEUEY_AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672/%2
 const QUEUE = process.env.QUEUEY_QUEUE || 'alpha';
 const MAX_PRIORITY = process.env.QUEUEY_MAX_PRIORITY ?? '10';
 const DELAY_MS = Number(process.env.QUEUEY_DELAY_MS || 1500);
+const TRACEPARENT = process.env.QUEUEY_TRACEPARENT || '';
+const TRACESTATE = process.env.QUEUEY_TRACESTATE || '';
 
 // protocol.md, "The delay ladder".
 const DELAY_LEVELS = 36;
@@ -78,6 +84,11 @@ function publish(ch, returned, env, delayMs = 0) {
     timestamp: Math.floor(env.enqueued_at / 1000),
   };
   if (env.priority > 0) properties.priority = env.priority;
+  // protocol.md, "Tracing headers": beside the body, never in it.
+  if (TRACEPARENT) {
+    properties.headers = { traceparent: TRACEPARENT };
+    if (TRACESTATE) properties.headers.tracestate = TRACESTATE;
+  }
   return new Promise((resolve, reject) => {
     ch.publish(exchange, routingKey, Buffer.from(JSON.stringify(env)), properties, (err) => {
       if (returned.has(env.job_id)) {

@@ -28,15 +28,24 @@ nor run a job under a context a message did not carry.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import uuid
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+    TraceState,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from queuey_core.backends.base import Delivery
@@ -109,25 +118,29 @@ def current_context() -> TraceContext | None:
 _EMPTY = otel_context.Context()
 
 
-@functools.lru_cache(maxsize=1024)
-def _extracted(trace_context: TraceContext) -> otel_context.Context:
-    # Contexts are immutable: one per trace context serves every job of a batch (they
-    # share their enqueue's) and every attempt of a job.
-    return _PROPAGATOR.extract(trace_context.headers(), context=_EMPTY)
-
-
 def context_of(trace_context: TraceContext | None) -> otel_context.Context:
     """The OpenTelemetry context a message's trace context continues (an empty one for
     a message that carries none: its attempt then starts a trace of its own)."""
-    return _EMPTY if trace_context is None else _extracted(trace_context)
+    if trace_context is None:
+        return _EMPTY
+    # Built straight from the checked value (TraceContext.parse let through only a
+    # well-formed version-00 traceparent): what the propagator's extract() makes, at a
+    # third of its cost, with nothing to cache (each job of a busy worker is a trace
+    # of its own, so a cache would mostly miss).
+    parent = trace_context.traceparent
+    span_context = SpanContext(
+        trace_id=int(parent[3:35], 16),
+        span_id=int(parent[36:52], 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(parent[53:55], 16)),
+        trace_state=_trace_state(trace_context.tracestate),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(span_context), _EMPTY)
 
 
-#: What an attempt's span is found by: the job's id, attempt and deferrals.
-_Key = tuple[uuid.UUID, int, int]
-
-
-def _key(env: Envelope) -> _Key:
-    return (env.job_id, env.attempt, env.deferrals)
+def _trace_state(tracestate: str) -> TraceState | None:
+    # Well-formed already (TraceContext.parse); OpenTelemetry's parser keeps its order.
+    return TraceState.from_header([tracestate]) if tracestate else None
 
 
 class WorkerTracing:
@@ -137,34 +150,75 @@ class WorkerTracing:
     job's thread while the delivery is dispatched (the checks, the handler, the settle),
     and ends it once settled. The outcome reaches the span through the worker's
     :class:`HookRunner` (:meth:`hook_runner` makes one that tells this first), which
-    may be called on another thread (a stuck job's settle): the span is found by the
-    job's id, attempt and deferrals. (Two deliveries of one attempt at once, a
-    duplicate, share the entry: the outcome may land on either.)
+    may be called on another thread (a stuck job's settle), about a wrapper of the
+    delivery (the dispatcher's): the span is found by the delivery's envelope, the one
+    object every wrapper hands on. (Two deliveries of one message are two envelopes.)
+
+    What a job costs here is what the SDK charges for a span (its attributes, its end,
+    its batching) plus as little as can be: a span's name and constant attributes are
+    built once per queue and job type, its parent context straight from the message's
+    checked ``traceparent``, one context attached, one attribute and no event on
+    success (``docs/tracing.md``, "What it costs").
     """
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
-        # Single dict operations, atomic under the GIL: no lock on the per-job path.
-        self._open: dict[_Key, Span] = {}
+        # Keyed by the envelope's id(): the entry holds the envelope, so the id is not
+        # reused while it is open. Lookups are single dict operations (atomic under the
+        # GIL); the lock orders only an attempt's end between the dispatcher's return
+        # and the settle, which for an async job come on two threads.
+        self._open: dict[int, _Attempt] = {}
+        self._lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
 
     def around(self, dispatch: Callable[[Delivery], None]) -> Callable[[Delivery], None]:
-        """``dispatch``, each call under its delivery's span."""
+        """``dispatch``, each call under its delivery's span, ended once the delivery is
+        settled: when the call returns, or, for a job it handed over to the worker's
+        event loop (an ``async def`` handler), when that job is settled."""
 
         def traced(delivery: Delivery) -> None:
             try:
-                span, key = self._start(delivery)
+                span = self._start(delivery)
+                token = otel_context.attach(trace.set_span_in_context(span, _EMPTY))
             except Exception:
+                self._open.pop(id(delivery.envelope), None)
                 logger.warning("could not start the job's span; running it untraced", exc_info=True)
                 dispatch(delivery)
                 return
-            token = otel_context.attach(trace.set_span_in_context(span))
             try:
-                dispatch(delivery)
+                dispatch(delivery)  # an async job takes a copy of the context along
             finally:
                 otel_context.detach(token)
-                self._close(key, span)
+                self._returned(delivery)
 
         return traced
+
+    def _returned(self, delivery: Delivery) -> None:
+        key = id(delivery.envelope)
+        with self._lock:
+            attempt = self._open.get(key)
+            if attempt is None:
+                return
+            attempt.returned = True
+            if attempt.started and not attempt.settled:
+                return  # handed over, still running: its settle ends the span
+            del self._open[key]
+        attempt.span.end()
+
+    def _settled(self, key: int, attempt: _Attempt) -> None:
+        with self._lock:
+            attempt.settled = True
+            if not attempt.returned:
+                return  # the dispatcher's return ends it
+            self._open.pop(key, None)
+        attempt.span.end()
+
+    def started(self, delivery: Delivery) -> None:
+        """The handler of ``delivery`` is called (on a job thread, or on the loop): an
+        outcome will follow."""
+        attempt = self._open.get(id(delivery.envelope))
+        if attempt is not None:
+            attempt.started = True
 
     def hook_runner(self, hooks: Iterable[WorkerHooks], clock: Clock, **options: Any) -> HookRunner:
         """The worker's :class:`HookRunner` (``options`` are its own), which tells each
@@ -173,37 +227,47 @@ class WorkerTracing:
         # worker's, which imports this package.)
         return _TracingHookRunner(self, hooks, clock, **options)
 
-    def _start(self, delivery: Delivery) -> tuple[Span, _Key]:
+    def _kind(self, queue: str, job_type: str) -> tuple[str, dict[str, Any]]:
+        """A span's name and the attributes every attempt of ``job_type`` from ``queue``
+        has: made once, copied per job."""
+        kind = self._kinds.get((queue, job_type))
+        if kind is None:
+            kind = self._kinds[queue, job_type] = (
+                f"process {queue}",
+                {
+                    "messaging.system": SYSTEM,
+                    "messaging.operation.name": "process",
+                    "messaging.destination.name": queue,
+                    "queuey.job.type": job_type,
+                },
+            )
+        return kind
+
+    def _start(self, delivery: Delivery) -> Span:
         env = delivery.envelope
-        queue = delivery.queue
-        # Each attribute costs the SDK a few microseconds a job: the ones that tell
-        # attempts apart, and the rest only when they say something.
-        attributes: dict[str, Any] = {
-            "messaging.system": SYSTEM,
-            "messaging.operation.name": "process",
-            "messaging.destination.name": queue,
-            "messaging.message.id": str(env.job_id),
-            "queuey.job.type": env.job_type,
-            "queuey.job.attempt": env.attempt,
-        }
+        name, constant = self._kind(delivery.queue, env.job_type)
+        # Each attribute costs the SDK about half a microsecond a job: the ones that
+        # tell attempts apart, and the rest only when they say something.
+        attributes = constant.copy()
+        attributes["messaging.message.id"] = str(env.job_id)
+        attributes["queuey.job.attempt"] = env.attempt
         if env.deferrals:
             attributes["queuey.job.deferrals"] = env.deferrals
         if delivery.redelivered:
             attributes["queuey.job.redelivered"] = True
         span = self._tracer.start_span(
-            f"process {queue}",
-            context=context_of(env.trace),
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
+            name, context=context_of(env.trace), kind=SpanKind.CONSUMER, attributes=attributes
         )
-        key = _key(env)
-        self._open[key] = span
-        return span, key
+        self._open[id(env)] = _Attempt(span, env)
+        return span
 
-    def _close(self, key: _Key, span: Span) -> None:
-        if self._open.get(key) is span:
-            self._open.pop(key, None)
-        span.end()
+    def succeeded(self, delivery: Delivery) -> None:
+        """The attempt of ``delivery`` succeeded: one attribute (the common case)."""
+        key = id(delivery.envelope)
+        attempt = self._open.get(key)
+        if attempt is not None:
+            attempt.span.set_attribute("queuey.job.outcome", "succeeded")
+            self._settled(key, attempt)
 
     def ended(
         self,
@@ -216,9 +280,11 @@ class WorkerTracing:
     ) -> None:
         """Put how the attempt of ``delivery`` ended on its span; ``error``: the
         handler's (or the timeout's), an exception event and the span failed."""
-        span = self._open.get(_key(delivery.envelope))
-        if span is None:
+        key = id(delivery.envelope)
+        attempt = self._open.get(key)
+        if attempt is None:
             return
+        span = attempt.span
         attributes: dict[str, Any] = {"queuey.job.outcome": outcome}
         if reason:
             attributes["queuey.job.reason"] = reason
@@ -229,12 +295,26 @@ class WorkerTracing:
             span.add_event("exception", {"exception.message": error})
         if outcome in _FAILED:
             span.set_status(Status(StatusCode.ERROR, reason or error))
+        self._settled(key, attempt)
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """An event on the span of ``delivery``; its failed or dead-lettered one follows."""
-        span = self._open.get(_key(delivery.envelope))
-        if span is not None:
-            span.add_event("queuey.job.timed_out", {"queuey.job.error": error})
+        attempt = self._open.get(id(delivery.envelope))
+        if attempt is not None:
+            attempt.span.add_event("queuey.job.timed_out", {"queuey.job.error": error})
+
+
+class _Attempt:
+    """An attempt's span, and how far its delivery has gone."""
+
+    __slots__ = ("envelope", "returned", "settled", "span", "started")
+
+    def __init__(self, span: Span, envelope: Envelope) -> None:
+        self.span = span
+        self.envelope = envelope  # held: its id() is the key
+        self.started = False  # the handler was called: an outcome will come
+        self.settled = False  # the outcome was told
+        self.returned = False  # the dispatcher's call is over
 
 
 #: The outcomes that mark a span failed (a deferral is no failure).
@@ -259,8 +339,12 @@ class _TracingHookRunner(HookRunner):
         super().__init__(hooks, clock, **options)
         self._tracing = tracing
 
+    def started(self, delivery: Delivery) -> None:
+        self._tracing.started(delivery)
+        super().started(delivery)
+
     def succeeded(self, delivery: Delivery, result: object = None) -> None:
-        self._tracing.ended(delivery, "succeeded")
+        self._tracing.succeeded(delivery)
         super().succeeded(delivery, result)
 
     def cancelled(self, delivery: Delivery, reason: str) -> None:

@@ -2,7 +2,8 @@
 
 Installs the example from its committed lock file (``npm ci``) in a copy of the folder,
 runs it against the test broker, and checks that a worker ran its three jobs: one now,
-one at priority 5, one delayed through the ladder. Without Node the test skips, except
+one at priority 5, one delayed through the ladder, each in the trace of the
+``traceparent`` the Node producer sent. Without Node the test skips, except
 under CI, where it fails.
 """
 
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from queuey_core import Job
 from queuey_core import JobContext
@@ -36,6 +40,8 @@ pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
 QUEUE = f"node-example.{uuid.uuid4().hex[:8]}"
 DELAY_MS = 1500
+#: The span of the Node request that enqueues the jobs (W3C's example ids).
+NODE_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 class NodeGreet(Job):
@@ -101,7 +107,10 @@ def test_the_node_example_enqueues_three_jobs_a_worker_runs(
     # Declared the way queuey does (the worker would too, but on its own thread): the
     # example then declares the same queue, which RabbitMQ accepts only if it matches.
     broker.declare(list(queues.values()))
-    worker = Worker(broker, queues, [greet])
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    worker = Worker(broker, queues, [greet], tracer_provider=provider)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
@@ -115,6 +124,8 @@ def test_the_node_example_enqueues_three_jobs_a_worker_runs(
                 "QUEUEY_QUEUE": QUEUE,
                 "QUEUEY_MAX_PRIORITY": "10",
                 "QUEUEY_DELAY_MS": str(DELAY_MS),
+                "QUEUEY_TRACEPARENT": NODE_TRACEPARENT,
+                "QUEUEY_TRACESTATE": "node=1",
             },
             capture_output=True,
             text=True,
@@ -138,4 +149,16 @@ def test_the_node_example_enqueues_three_jobs_a_worker_runs(
     assert ran[urgent_id][:2] == ("urgent node", 5)
     assert ran[later_id][0] == "later node"
     assert ran[later_id][2] - started >= DELAY_MS / 1000, "the delayed job waited its delay"
+    # The Node producer's traceparent is continued: every job's span joins its trace, as
+    # a child of the Node span that enqueued it, the delayed one after the ladder too.
+    spans = [s for s in exporter.get_finished_spans() if s.name == f"process {QUEUE}"]
+    by_job = {str((s.attributes or {}).get("messaging.message.id")): s for s in spans}
+    assert set(by_job) == {now_id, urgent_id, later_id}
+    for span in by_job.values():
+        assert f"{span.context.trace_id:032x}" == NODE_TRACEPARENT[3:35]
+        assert span.parent is not None
+        assert span.parent.is_remote
+        assert f"{span.parent.span_id:016x}" == NODE_TRACEPARENT[36:52]
+        assert span.context.trace_state.get("node") == "1"
+    provider.shutdown()
     assert broker.list_dead_letters(QUEUE) == [], "nothing was dead-lettered"

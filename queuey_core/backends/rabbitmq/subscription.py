@@ -170,7 +170,7 @@ class RabbitSubscription:
                 headers = props.headers
                 trace = TraceContext.from_headers(headers) if headers else None
                 if trace is not None:
-                    envelope = envelope.with_trace(trace)
+                    envelope = envelope.carrying(trace)  # just decoded: no copy needed
             except DecodeError as exc:
                 # Not one of ours, or not one we may trust: dead-letter it with the reason
                 # (which names the field), off this thread.

@@ -109,10 +109,14 @@ def _messages(
             if seen >= want:
                 return
     finally:
-        if whole and 0 < seen < want and ch.is_open:
+        if ch.is_open:
             # A channel that broke gives everything back by itself: nothing to do then.
             with contextlib.suppress(pika.exceptions.AMQPError):
-                _receive_rest(ch, dlq, want - seen)
+                if whole and 0 < seen < want:
+                    _receive_rest(ch, dlq, want - seen)
+                # What it took stays held; the next pass on this channel needs a
+                # consumer of its own (pika would hand it this one, prefetch and all).
+                ch.cancel()
 
 
 def _nothing_ready(ch: BlockingChannel, dlq: str) -> bool:

@@ -22,6 +22,7 @@ from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.dead_letter_moves import BATCH
+from queuey_core.backends.rabbitmq.dead_letter_pass import HEAD
 from queuey_core.backends.rabbitmq.dead_letters import dead_letter_pub
 from tests.integration.nodes import Node
 
@@ -174,3 +175,21 @@ def test_two_operators_at_once_lose_duplicate_and_reorder_nothing(node: Node, qu
     on_queue, dead = books(node, queue)
     assert dead == []
     assert sorted(on_queue) == sorted(ids), "every dead letter requeued exactly once"
+
+
+def test_a_dead_letter_past_the_head_is_found_and_the_queue_stays_whole(
+    node: Node, queue: str
+) -> None:
+    ids = fill(node, queue, HEAD + 20)
+    backend = RabbitMQBackend(node.url())
+    try:
+        for job_id in (ids[3], ids[HEAD + 10], ids[-1]):
+            found = backend.get_dead_letter(queue, job_id)
+            assert found is not None, "found in the head, or in the whole queue after it"
+            assert found.handle == job_id
+        assert backend.get_dead_letter(queue, str(uuid.uuid4())) is None
+        page = backend.dead_letter_page(queue, offset=HEAD + 5, limit=10)
+        assert [d.handle for d in page.letters] == ids[HEAD + 5 : HEAD + 15]
+    finally:
+        backend.close()
+    assert books(node, queue) == ([], ids)

@@ -30,7 +30,7 @@ from pika.spec import BasicProperties
 
 from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.dead_letter_pass import Held, may_be, open_pass
+from queuey_core.backends.rabbitmq.dead_letter_pass import Held, give_back, may_be, open_pass
 from queuey_core.backends.rabbitmq.errors import error_text
 from queuey_core.backends.rabbitmq.messages import properties
 from queuey_core.errors import DeadLetterMoveError, UnknownQueueError
@@ -111,6 +111,7 @@ def requeue(
             if len(staged) >= BATCH:
                 commit()
         commit()
+        give_back(ch, dlq, tx=True)
     except _LOST as exc:
         # Nothing of the open transaction happened: the broker dropped it with the channel.
         raise DeadLetterMoveError(queue, moved, error_text(exc)) from exc

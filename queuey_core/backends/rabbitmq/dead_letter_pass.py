@@ -40,10 +40,15 @@ from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.unroutable import unroutable_reason
 from queuey_core.text import ascii_printable
 
-#: Seconds without a delivery after which a pass asks whether anything is still ready
-#: for it: if not, somebody else took (or holds) the rest and the pass ends; if so, the
-#: broker is slow (still putting back what an earlier pass gave back) and it waits on.
+#: Seconds without a delivery after which a pass asks the queue how it is: messages
+#: ready for it mean a slow broker (still putting back what an earlier pass gave back),
+#: and it waits on; another consumer means somebody else holds the rest, and it ends.
 IDLE = 2.0
+
+#: How long a pass waits with nothing ready and no other consumer before it ends: a
+#: closed channel's messages are neither while the broker puts them back (measured:
+#: seconds), and a foreign ``basic.get`` may have taken the rest.
+GIVE_UP = 30.0
 
 #: The largest prefetch AMQP can say (a short); a pass beyond it asks for no limit.
 MAX_PREFETCH = 65535
@@ -97,13 +102,15 @@ def _messages(
     # what AMQP can say, no limit (held messages count against a prefetch, and every
     # one of them is held until the end).
     ch.basic_qos(prefetch_count=want if want <= MAX_PREFETCH else 0)
-    seen = 0
+    seen = idle = 0
     try:
         for method, props, body in ch.consume(dlq, inactivity_timeout=IDLE):
             if method is None:
-                if _nothing_ready(ch, dlq):
+                idle += 1
+                if _rest_gone(ch, dlq, idle * IDLE):
                     return
                 continue
+            idle = 0
             seen += 1
             yield Held(method.delivery_tag, method.routing_key, props, body, after + seen)
             if seen >= want:
@@ -114,22 +121,43 @@ def _messages(
             with contextlib.suppress(pika.exceptions.AMQPError):
                 if whole and 0 < seen < want:
                     _receive_rest(ch, dlq, want - seen)
-                # What it took stays held; the next pass on this channel needs a
-                # consumer of its own (pika would hand it this one, prefetch and all).
-                ch.cancel()
 
 
-def _nothing_ready(ch: BlockingChannel, dlq: str) -> bool:
-    return int(ch.queue_declare(dlq, passive=True).method.message_count) == 0
+def give_back(ch: BlockingChannel, dlq: str, *, tx: bool = False) -> None:
+    """Everything ``ch`` holds back in ``dlq``, in place, and return once the queue has
+    taken it back: the next command (ours or another operator's) then counts the whole
+    queue. Closing the channel would give it back too, but the broker puts it back
+    after answering, and a pass that began meanwhile counted too few and stopped short.
+    ``tx``: the channel is transactional (the give-back needs a commit)."""
+    if not ch.is_open:
+        return  # a closed channel gave everything back by itself
+    if ch.consumer_tags:
+        ch.cancel()  # what pika received but did not hand out goes back first
+    ch.basic_nack(0, multiple=True, requeue=True)  # tag 0 + multiple: all outstanding
+    if tx:
+        ch.tx_commit()
+    # Answered by the queue after it handled the nack (one channel, in order).
+    ch.queue_declare(dlq, passive=True)
+
+
+def _rest_gone(ch: BlockingChannel, dlq: str, waited: float) -> bool:
+    """Whether a pass that has waited ``waited`` seconds for a delivery should end."""
+    frame = ch.queue_declare(dlq, passive=True).method
+    if frame.message_count > 0:
+        return False
+    return frame.consumer_count > 1 or waited >= GIVE_UP
 
 
 def _receive_rest(ch: BlockingChannel, dlq: str, left: int) -> None:
     """Take the rest of a whole-queue pass unread, so that all of it goes back at once."""
+    idle = 0
     for method, _, _ in ch.consume(dlq, inactivity_timeout=IDLE):
         if method is None:
-            if _nothing_ready(ch, dlq):
+            idle += 1
+            if _rest_gone(ch, dlq, idle * IDLE):
                 return
             continue
+        idle = 0
         left -= 1
         if left <= 0:
             return

@@ -36,9 +36,9 @@ from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.dead_letter_pass import (
-    HEAD,
     Held,
     exclusive,
+    give_back,
     header_reason,
     may_be,
     open_pass,
@@ -138,18 +138,15 @@ class RabbitDeadLetters(DeadLetterTools):
         return self._admin.run(_locked(queue, work))
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`: first in the head of the queue
-        (:data:`HEAD`: quick to read and to give back), then, if it is not there, in a
-        pass over the whole queue; only messages that may be it are decoded."""
+        """See :meth:`DeadLetterTools.get_dead_letter`: a pass over the whole queue (see
+        :data:`HEAD`); only messages that may be it are decoded."""
 
         def work(ch: BlockingChannel) -> AnyDeadLetter | None:
             dlq = topology.holding_queue(queue)
-            count, messages = open_pass(ch, dlq, upto=HEAD)
-            found = _first(messages, dlq, handle)
-            if found is not None or count <= HEAD:
-                return found
-            # The head stays held: the whole queue goes back at once (quick, see HEAD).
-            return _first(open_pass(ch, dlq, after=HEAD).messages, dlq, handle)
+            # One whole pass, even for a letter near the head: a pass stopped early in
+            # the head leaves deliveries in flight, and the queue's count is low until
+            # the broker has them back (a second pass then stopped short).
+            return _first(open_pass(ch, dlq).messages, dlq, handle)
 
         return self._admin.run(_locked(queue, work))
 
@@ -164,6 +161,7 @@ class RabbitDeadLetters(DeadLetterTools):
             dlq = topology.holding_queue(queue)
             with contextlib.closing(open_pass(ch, dlq).messages) as messages:
                 yield from _kept(messages, dlq, wanted)
+            give_back(ch, dlq)
 
     def requeue_dead_letters(
         self,
@@ -218,8 +216,11 @@ def _locked(queue: str, work: Callable[[BlockingChannel], T]) -> Callable[[Block
     """``work`` holding the lock on the dead letters of ``queue`` (:func:`exclusive`)."""
 
     def locked(ch: BlockingChannel) -> T:
-        with exclusive(ch, topology.holding_queue(queue)):
-            return work(ch)
+        dlq = topology.holding_queue(queue)
+        with exclusive(ch, dlq):
+            done = work(ch)
+            give_back(ch, dlq)
+            return done
 
     return locked
 

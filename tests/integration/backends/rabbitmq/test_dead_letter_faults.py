@@ -185,7 +185,7 @@ def test_a_dead_letter_past_the_head_is_found_and_the_queue_stays_whole(
     try:
         for job_id in (ids[3], ids[HEAD + 10], ids[-1]):
             found = backend.get_dead_letter(queue, job_id)
-            assert found is not None, "found in the head, or in the whole queue after it"
+            assert found is not None, f"{ids.index(job_id)} found in the head, or after it"
             assert found.handle == job_id
         assert backend.get_dead_letter(queue, str(uuid.uuid4())) is None
         page = backend.dead_letter_page(queue, offset=HEAD + 5, limit=10)

@@ -10,6 +10,7 @@ from queuey_core.errors import (
     BackendError,
     ConfigError,
     ConsumerStoppedError,
+    DeadLetterMoveError,
     DecodeError,
     Deferred,
     DuplicateHandlerError,
@@ -30,7 +31,7 @@ from queuey_core.errors import (
 if TYPE_CHECKING:
     from queuey_core.aio import AsyncProducer
     from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
-    from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
+    from queuey_core.backends.capabilities import DeadLetter, DeadLetterPage, UndecodableDeadLetter
     from queuey_core.backends.memory import MemoryBackend
     from queuey_core.backends.rabbitmq import RabbitMQBackend
     from queuey_core.clock import Clock, ManualClock, SystemClock
@@ -54,7 +55,10 @@ _LAZY = {
     **dict.fromkeys(
         ("Backend", "ConsumerEnded", "Delivery", "Subscription"), "queuey_core.backends.base"
     ),
-    **dict.fromkeys(("DeadLetter", "UndecodableDeadLetter"), "queuey_core.backends.capabilities"),
+    **dict.fromkeys(
+        ("DeadLetter", "DeadLetterPage", "UndecodableDeadLetter"),
+        "queuey_core.backends.capabilities",
+    ),
     **dict.fromkeys(("Clock", "ManualClock", "SystemClock"), "queuey_core.clock"),
     "JobContext": "queuey_core.context",
     "Envelope": "queuey_core.envelope",
@@ -91,6 +95,8 @@ __all__ = [
     "ConsumerStoppedError",
     "Cron",
     "DeadLetter",
+    "DeadLetterMoveError",
+    "DeadLetterPage",
     "DecodeError",
     "Deferred",
     "Delivery",

@@ -15,14 +15,20 @@
     │   ├── EnqueueUnknownError       a publish that may or may not be on the broker (no
     │   │                             confirm in time, connection lost): a retry may duplicate
     │   └── ConsumerStoppedError      a consumer ended without being asked to
-    └── MissingCapabilityError        the backend cannot do what was asked (dead-letter
-                                      tools, inspection, control, schedules: see
-                                      queuey_core.backends.capabilities)
+    ├── MissingCapabilityError        the backend cannot do what was asked (dead-letter
+    │                                 tools, inspection, control, schedules: see
+    │                                 queuey_core.backends.capabilities)
+    ├── JobStoreError                 the job store refused, or could not be reached
+    ├── ResultTooLargeError           a handler's result over the [results] size limit
+    ├── JobWaitTimeout                wait() gave up before the job finished
+    └── JobFailed                     wait(): the job ended without succeeding (its
+                                      record and reason attached)
 
     JobError                          control-flow signals a handler raises (not failures
     ├── Retryable                     of queuey): transient failure, consult the retry policy
     ├── Fatal                         permanent failure, dead-letter at once
-    └── Deferred                      not a failure: run again later, attempt unchanged
+    ├── Deferred                      not a failure: run again later, attempt unchanged
+    └── JobCancelled                  the job was cancelled (``queuey cancel``): stop here
 
     JobTimeout (BaseException)        raised asynchronously inside a handler's thread when
                                       the job outlives its timeout; a BaseException so that a
@@ -192,6 +198,30 @@ class MissingCapabilityError(QueueyError):
     """
 
 
+class JobStoreError(QueueyError):
+    """The job store refused an operation or could not be reached (one line, no secret)."""
+
+
+class ResultTooLargeError(QueueyError):
+    """A handler's result is larger than the ``[results] max_result_size`` allows."""
+
+
+class JobWaitTimeout(QueueyError):
+    """The job did not finish within the time ``wait()`` was given."""
+
+
+class JobFailed(QueueyError):
+    """The job ended without succeeding (dead-lettered or cancelled).
+
+    ``record`` is its :class:`~queuey_core.results.JobRecord`; the message says its
+    state and reason.
+    """
+
+    def __init__(self, message: str, record: object) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 class JobError(Exception):
     """Base of the control-flow signals a handler raises to say how its job ended."""
 
@@ -221,6 +251,14 @@ class Deferred(JobError):
         self.delay = check_delay(delay, "a deferral's delay")
         self.reason = reason
         super().__init__(f"deferred for {self.delay:g}s: {reason}")
+
+
+class JobCancelled(JobError):
+    """The job was cancelled while it ran: raised by ``ctx.raise_if_cancelled()``.
+
+    A handler lets it through (or raises it itself): the job is settled as cancelled,
+    never retried.
+    """
 
 
 class JobTimeout(BaseException):

@@ -1,0 +1,181 @@
+"""The job store on PostgreSQL (``postgresql://user@host/db?schema=NAME``), through
+psycopg 3 (the ``postgres`` extra): for fleets on several machines.
+
+Owns: one connection per thread that uses the store (psycopg connections are thread
+safe but serialise their statements), the schema the tables live in (``schema`` in the
+URL's query, default ``public``; it is created if missing), and when to expire. Errors
+become one-line :class:`~queuey_core.errors.JobStoreError` with the password left out.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from queuey_core.errors import ConfigError, JobStoreError
+from queuey_core.results import sql
+from queuey_core.results.records import JobEvent, JobRecord, JobState
+from queuey_core.results.store import DEFAULT_RETENTION
+from queuey_core.urls import redact
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - depends on the extra
+    psycopg = None  # type: ignore[assignment]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+class PostgresJobStore:
+    """A :class:`~queuey_core.results.JobStore` in a PostgreSQL schema."""
+
+    def __init__(self, url: str, *, retention: float = DEFAULT_RETENTION) -> None:
+        if psycopg is None:
+            raise ConfigError(
+                "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
+            )
+        self._conninfo, self.schema = _split(url)
+        self._shown = redact(url)
+        self._dialect = sql.Dialect(prefix=f'"{self.schema}".', placeholder="%s")
+        self._retention_ms = int(retention * 1000)
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+        self._written = 0
+        self._closed = False
+        try:
+            with self._connection().transaction():
+                execute = self._connection().execute
+                execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                for statement in sql.ddl(self._dialect, serial="BIGSERIAL PRIMARY KEY"):
+                    execute(statement)
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            if self._closed:
+                raise JobStoreError(f"job store {self._shown}: closed")
+            try:
+                conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+            except psycopg.Error as exc:
+                raise self._error(exc) from None
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _error(self, exc: Exception) -> JobStoreError:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # psycopg may quote the conninfo; the password is never in self._shown.
+        password = urllib.parse.urlsplit(self._conninfo).password
+        if password:
+            first = first.replace(password, "****")
+        return JobStoreError(f"job store {self._shown}: {first}")
+
+    def write(self, events: Sequence[JobEvent]) -> None:
+        """Apply a batch in one transaction; expire old records every so often."""
+        if not events:
+            return
+        try:
+            conn = self._connection()
+            with conn.transaction():
+                sql.apply(conn.execute, self._dialect, events)
+                if (
+                    self._written == 0
+                    or self._written // sql.EXPIRE_EVERY
+                    != (self._written + len(events)) // sql.EXPIRE_EVERY
+                ):
+                    sql.expire(
+                        conn.execute, self._dialect, int(time.time() * 1000) - self._retention_ms
+                    )
+            self._written += len(events)
+        except psycopg.Error as exc:
+            self._drop_broken()
+            raise self._error(exc) from None
+
+    def get(self, job_id: uuid.UUID | str) -> JobRecord | None:
+        """The record of ``job_id``, or None."""
+        try:
+            return sql.get(self._connection().execute, self._dialect, str(job_id))
+        except psycopg.Error as exc:
+            self._drop_broken()
+            raise self._error(exc) from None
+
+    def search(
+        self,
+        *,
+        state: JobState | None = None,
+        job_type: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        """Records matching every filter, most recently updated first."""
+        try:
+            return sql.search(
+                self._connection().execute,
+                self._dialect,
+                state=state,
+                job_type=job_type,
+                queue=queue,
+                since=since,
+                until=until,
+                limit=limit,
+                offset=offset,
+            )
+        except psycopg.Error as exc:
+            self._drop_broken()
+            raise self._error(exc) from None
+
+    def drop(self) -> None:
+        """Drop the schema and everything in it (tests that made a schema of their own)."""
+        try:
+            self._connection().execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+
+    def close(self) -> None:
+        """Close every connection; idempotent."""
+        with self._lock:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+
+    def _drop_broken(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.broken:
+            conn.close()
+            self._local.conn = None
+
+
+def _split(url: str) -> tuple[str, str]:
+    """The URL without ``schema=``, and the schema (checked: it goes into SQL text)."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    schema = "public"
+    kept = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        else:
+            kept.append((key, value))
+    if not _IDENTIFIER.match(schema):
+        raise ConfigError(f"job store URL: schema {schema!r} is not a plain SQL name")
+    rest = parts._replace(query=urllib.parse.urlencode(kept))
+    return urllib.parse.urlunsplit(rest), schema
+
+
+def open_store(url: str, *, retention: float = DEFAULT_RETENTION) -> PostgresJobStore:
+    """The store ``url`` names (see :func:`~queuey_core.results.open_job_store`)."""
+    return PostgresJobStore(url, retention=retention)

@@ -1,0 +1,234 @@
+"""The SQL both relational stores run: applying events, reading records, expiring.
+
+Owns: the statements and the rows <-> records mapping, written once with ``?``
+placeholders (:class:`Dialect` turns them into psycopg's ``%s``). Each store brings a
+connection and a transaction; this module never opens one.
+
+Tables: ``queuey_jobs`` (a row per job: state, result, last error, created and updated
+times in ms) and ``queuey_job_attempts`` (a row per run of a handler, in the order they
+started). A state is only replaced by an event at least as recent, so a batch that
+arrives late never moves a job back.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from queuey_core.results.records import Attempt, JobEvent, JobRecord, JobState, from_ms, to_ms
+
+#: Records deleted for age every this many events written (and on the first write).
+EXPIRE_EVERY = 1000
+
+
+class Cursor(Protocol):
+    """What a DB-API cursor gives (sqlite3's and psycopg's both do)."""
+
+    def fetchall(self) -> list[Any]: ...
+
+
+#: Runs one statement with its parameters; returns the cursor.
+Execute = Callable[[str, Sequence[Any]], Cursor]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one database spells the tables and placeholders."""
+
+    prefix: str = ""
+    """Before each table name: ``"schema."`` on PostgreSQL, nothing on SQLite."""
+    placeholder: str = "?"
+
+    def sql(self, text: str) -> str:
+        """``text`` with its tables qualified and its placeholders this dialect's."""
+        text = text.replace("{jobs}", f"{self.prefix}queuey_jobs").replace(
+            "{attempts}", f"{self.prefix}queuey_job_attempts"
+        )
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+
+def ddl(dialect: Dialect, *, serial: str) -> list[str]:
+    """The tables and indexes; ``serial`` is the attempt id's column type."""
+    return [
+        dialect.sql(s)
+        for s in (
+            """CREATE TABLE IF NOT EXISTS {jobs} (
+                job_id TEXT PRIMARY KEY,
+                job_type TEXT NOT NULL,
+                queue TEXT NOT NULL,
+                state TEXT NOT NULL,
+                result TEXT,
+                error TEXT NOT NULL DEFAULT '',
+                created_at BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL
+            )""",
+            f"""CREATE TABLE IF NOT EXISTS {{attempts}} (
+                id {serial},
+                job_id TEXT NOT NULL,
+                number INTEGER NOT NULL,
+                host TEXT NOT NULL,
+                pid INTEGER NOT NULL,
+                started_at BIGINT NOT NULL,
+                ended_at BIGINT,
+                outcome TEXT,
+                error TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX IF NOT EXISTS queuey_jobs_updated ON {jobs} (updated_at)",
+            "CREATE INDEX IF NOT EXISTS queuey_jobs_state ON {jobs} (state, updated_at)",
+            "CREATE INDEX IF NOT EXISTS queuey_job_attempts_job ON {attempts} (job_id, id)",
+        )
+    ]
+
+
+def apply(execute: Execute, dialect: Dialect, events: Sequence[JobEvent]) -> None:
+    """Write ``events`` in order, inside the caller's transaction."""
+    q = dialect.sql
+    for e in events:
+        job_id = str(e.job_id)
+        row = (job_id, e.job_type, e.queue, e.state.value, e.result, e.error, e.enqueued_at, e.at)
+        if e.state is JobState.QUEUED:
+            # A worker's event may be in first: the producer's never overwrites it.
+            execute(
+                q(
+                    "INSERT INTO {jobs} (job_id, job_type, queue, state, result, error, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (job_id) DO NOTHING"
+                ),
+                row,
+            )
+            continue
+        execute(
+            q(
+                "INSERT INTO {jobs} (job_id, job_type, queue, state, result, error, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (job_id) DO UPDATE SET state = excluded.state, "
+                "result = COALESCE(excluded.result, {jobs}.result), error = excluded.error, "
+                "updated_at = excluded.updated_at WHERE {jobs}.updated_at <= excluded.updated_at"
+            ),
+            row,
+        )
+        if e.state is JobState.RUNNING:
+            execute(
+                q(
+                    "INSERT INTO {attempts} (job_id, number, host, pid, started_at) "
+                    "VALUES (?, ?, ?, ?, ?)"
+                ),
+                (job_id, e.attempt, e.host, e.pid, e.at),
+            )
+        elif e.ran:
+            execute(
+                q(
+                    "UPDATE {attempts} SET ended_at = ?, outcome = ?, error = ? WHERE id = "
+                    "(SELECT max(id) FROM {attempts} WHERE job_id = ? AND host = ? AND pid = ? "
+                    "AND ended_at IS NULL)"
+                ),
+                (e.at, e.state.value, e.error, job_id, e.host, e.pid),
+            )
+
+
+def expiry_due(written: int, adding: int) -> bool:
+    """Whether a write of ``adding`` events after ``written`` ones should expire too: the
+    first write, then once every :data:`EXPIRE_EVERY` events."""
+    return written == 0 or written // EXPIRE_EVERY != (written + adding) // EXPIRE_EVERY
+
+
+def expire(execute: Execute, dialect: Dialect, before_ms: int) -> None:
+    """Delete the records last updated before ``before_ms``, with their attempts."""
+    execute(
+        dialect.sql(
+            "DELETE FROM {attempts} WHERE job_id IN "
+            "(SELECT job_id FROM {jobs} WHERE updated_at < ?)"
+        ),
+        (before_ms,),
+    )
+    execute(dialect.sql("DELETE FROM {jobs} WHERE updated_at < ?"), (before_ms,))
+
+
+_COLUMNS = "job_id, job_type, queue, state, result, error, created_at, updated_at"
+
+
+def get(execute: Execute, dialect: Dialect, job_id: str) -> JobRecord | None:
+    """The record of ``job_id``, or None."""
+    rows = execute(dialect.sql(f"SELECT {_COLUMNS} FROM {{jobs}} WHERE job_id = ?"), (job_id,))
+    found = rows.fetchall()
+    return _records(execute, dialect, found)[0] if found else None
+
+
+def search(
+    execute: Execute,
+    dialect: Dialect,
+    *,
+    state: JobState | None,
+    job_type: str | None,
+    queue: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    offset: int,
+) -> list[JobRecord]:
+    """The records matching every filter, most recently updated first."""
+    where: list[str] = []
+    args: list[Any] = []
+    for column, value in (("state", state), ("job_type", job_type), ("queue", queue)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value.value if isinstance(value, JobState) else value)
+    if since is not None:
+        where.append("updated_at >= ?")
+        args.append(to_ms(since))
+    if until is not None:
+        where.append("updated_at < ?")
+        args.append(to_ms(until))
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    rows = execute(
+        dialect.sql(
+            f"SELECT {_COLUMNS} FROM {{jobs}}{clause} "
+            "ORDER BY updated_at DESC, job_id LIMIT ? OFFSET ?"
+        ),
+        (*args, max(0, limit), max(0, offset)),
+    ).fetchall()
+    return _records(execute, dialect, rows)
+
+
+def _records(execute: Execute, dialect: Dialect, rows: list[Any]) -> list[JobRecord]:
+    if not rows:
+        return []
+    ids = [row[0] for row in rows]
+    marks = ", ".join("?" for _ in ids)
+    attempts: dict[str, list[Attempt]] = {job_id: [] for job_id in ids}
+    for a in execute(
+        dialect.sql(
+            "SELECT job_id, number, host, pid, started_at, ended_at, outcome, error "
+            f"FROM {{attempts}} WHERE job_id IN ({marks}) ORDER BY id"
+        ),
+        ids,
+    ).fetchall():
+        attempts[a[0]].append(
+            Attempt(
+                number=a[1],
+                host=a[2],
+                pid=a[3],
+                started_at=from_ms(a[4]),
+                ended_at=None if a[5] is None else from_ms(a[5]),
+                outcome=None if a[6] is None else JobState(a[6]),
+                error=a[7],
+            )
+        )
+    return [
+        JobRecord(
+            job_id=uuid.UUID(row[0]),
+            job_type=row[1],
+            queue=row[2],
+            state=JobState(row[3]),
+            attempts=tuple(attempts[row[0]]),
+            result=None if row[4] is None else json.loads(row[4]),
+            created_at=from_ms(row[6]),
+            updated_at=from_ms(row[7]),
+            error=row[5],
+        )
+        for row in rows
+    ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from queuey_core._lazy import lazy_exports
 from queuey_core._version import __version__
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
-from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
+from queuey_core.backends.capabilities import DeadLetter, DeadLetterPage, UndecodableDeadLetter
 from queuey_core.clock import Clock, ManualClock, SystemClock
 from queuey_core.context import JobContext
 from queuey_core.envelope import Envelope
@@ -15,6 +15,7 @@ from queuey_core.errors import (
     BackendError,
     ConfigError,
     ConsumerStoppedError,
+    DeadLetterMoveError,
     DecodeError,
     Deferred,
     DuplicateHandlerError,
@@ -71,6 +72,8 @@ __all__ = [
     "ConsumerStoppedError",
     "Cron",
     "DeadLetter",
+    "DeadLetterMoveError",
+    "DeadLetterPage",
     "DecodeError",
     "Deferred",
     "Delivery",

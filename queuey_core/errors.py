@@ -14,7 +14,8 @@
     │   │   └── UnroutableError       a publish the broker could not route
     │   ├── EnqueueUnknownError       a publish that may or may not be on the broker (no
     │   │                             confirm in time, connection lost): a retry may duplicate
-    │   └── ConsumerStoppedError      a consumer ended without being asked to
+    │   ├── ConsumerStoppedError      a consumer ended without being asked to
+    │   └── DeadLetterMoveError       a requeue of dead letters cut short: says what moved
     ├── MissingCapabilityError        the backend cannot do what was asked (dead-letter
     │                                 tools, inspection, control, schedules: see
     │                                 queuey_core.backends.capabilities)
@@ -188,6 +189,26 @@ class ConsumerStoppedError(BackendError):
     def __init__(self, queue: str, detail: str = "") -> None:
         self.queue = queue
         super().__init__(f"consumer of queue {queue!r} stopped" + (f": {detail}" if detail else ""))
+
+
+class DeadLetterMoveError(BackendError):
+    """A requeue of dead letters stopped part way (connection lost, broker gone).
+
+    ``moved`` dead letters are back on their queue and gone from the dead letters; the
+    rest are still dead letters, in order. At most ``in_doubt`` more (0 or 1 on the
+    backends here) may be on the queue *and* still among the dead letters: requeueing
+    it again runs it twice.
+    """
+
+    def __init__(self, queue: str, moved: int, cause: str, *, in_doubt: int = 0) -> None:
+        self.queue = queue
+        self.moved = moved
+        self.in_doubt = in_doubt
+        doubt = f", {in_doubt} may be on both" if in_doubt else ""
+        super().__init__(
+            f"requeue of the dead letters of {queue!r} interrupted after {moved} moved"
+            f"{doubt}: {cause}"
+        )
 
 
 class MissingCapabilityError(QueueyError):

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import NamedTuple
 from typing import Protocol
@@ -38,6 +39,7 @@ from queuey_core import SystemClock
 from queuey_core.backends.base import Sink
 from queuey_core.backends.base import Subscription
 from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
@@ -113,14 +115,43 @@ class Wrapping:
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         return self._tools.list_dead_letters(queue, limit=limit)
 
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        return self._tools.requeue_dead_letters(queue, job_ids)
+    def dead_letter_page(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterPage:
+        return self._tools.dead_letter_page(
+            queue, offset=offset, limit=limit, job_type=job_type, reason=reason
+        )
+
+    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
+        return self._tools.get_dead_letter(queue, handle)
+
+    def iter_dead_letters(
+        self, queue: str, *, job_type: str | None = None, reason: str | None = None
+    ) -> Iterator[AnyDeadLetter]:
+        return self._tools.iter_dead_letters(queue, job_type=job_type, reason=reason)
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        return self._tools.requeue_dead_letters(queue, job_ids, progress=progress)
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         return self._tools.delete_dead_letters(queue, handles)
 
-    def purge_dead_letters(self, queue: str) -> int:
-        return self._tools.purge_dead_letters(queue)
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        return self._tools.purge_dead_letters(queue, progress=progress)
 
     def close(self) -> None:
         self.inner.close()

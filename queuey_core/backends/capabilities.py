@@ -28,7 +28,7 @@ See ``docs/backends.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
 
@@ -76,6 +76,18 @@ class UndecodableDeadLetter(NamedTuple):
 AnyDeadLetter = DeadLetter | UndecodableDeadLetter
 
 
+class DeadLetterPage(NamedTuple):
+    """One page of a dead-letter queue, oldest first, as a filter sees it.
+
+    ``total`` is how many dead letters match the filter (all of them without one);
+    ``next_offset`` is the offset of the next page, None on the last one.
+    """
+
+    letters: list[AnyDeadLetter]
+    total: int
+    next_offset: int | None
+
+
 @runtime_checkable
 class DeadLetterTools(Protocol):
     """A backend whose dead-letter queues can be listed and worked on (``queuey dlq``)."""
@@ -86,10 +98,18 @@ class DeadLetterTools(Protocol):
         Nothing is removed or reordered.
         """
 
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many.
 
-        Undecodable ones are never requeued: they stay where they are.
+        Undecodable ones are never requeued: they stay where they are. ``progress``,
+        when given, is called with how many moved so far, now and then. Interrupted
+        (:class:`~queuey_core.errors.DeadLetterMoveError`), it says how many moved.
         """
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
@@ -99,8 +119,42 @@ class DeadLetterTools(Protocol):
         time of the call.
         """
 
-    def purge_dead_letters(self, queue: str) -> int:
-        """Delete every dead letter of ``queue``; how many."""
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Delete every dead letter of ``queue``; how many.
+
+        ``progress``, when given, is called with how many went so far, now and then.
+        """
+
+    def dead_letter_page(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterPage:
+        """The ``limit`` dead letters after the first ``offset`` of those matching.
+
+        ``job_type`` keeps envelopes of that job type only (undecodable ones have none);
+        ``reason`` keeps those whose reason contains it, ignoring ASCII case. Offsets
+        count matching dead letters, oldest first, at the time of the call. Nothing is
+        removed or reordered.
+        """
+
+    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
+        """The dead letter of ``queue`` with that handle (job id, message id or ``#N``)."""
+
+    def iter_dead_letters(
+        self, queue: str, *, job_type: str | None = None, reason: str | None = None
+    ) -> Iterator[AnyDeadLetter]:
+        """Every matching dead letter, oldest first, a few at a time (constant memory).
+
+        Filters as in :meth:`dead_letter_page`. Close the iterator (or exhaust it) to
+        let go of what the backend holds for it; nothing is removed or reordered.
+        """
 
 
 # -- inspection ------------------------------------------------------------------------

@@ -25,11 +25,9 @@ from collections.abc import Sequence
 
 from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
     ControlHandler,
     ControlServer,
     DeadLetter,
-    DeadLetterTools,
     Inspectable,
     Inspection,
     PublishesEncoded,
@@ -38,12 +36,12 @@ from queuey_core.backends.capabilities import (
     UndecodableDeadLetter,
 )
 from queuey_core.backends.memory_control import MemoryControl
+from queuey_core.backends.memory_dead import MemoryDeadLetters
 from queuey_core.backends.memory_queue import (
     MemoryDelivery,
     MemoryQueue,
     MemorySubscription,
     Raw,
-    with_positions,
 )
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
@@ -61,7 +59,7 @@ from queuey_core.text import ascii_printable, body_preview, message_handle
 logger = logging.getLogger(__name__)
 
 
-class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded):
+class MemoryBackend(MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
@@ -139,53 +137,6 @@ class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEnco
             self._check_open()
             q = self._queue(queue)
             self._push(q, Raw(bytes(body), message_id), next(self._seq))
-
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
-        with self._lock:
-            dead = with_positions(self._queue(queue).dead)
-        return dead if limit is None else dead[:limit]
-
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
-        wanted = None if job_ids is None else set(job_ids)
-        with self._lock:
-            self._check_open()
-            q = self._queue(queue)
-            keep: list[AnyDeadLetter] = []
-            moved = 0
-            for dead in q.dead:
-                if isinstance(dead, DeadLetter) and (
-                    wanted is None or str(dead.envelope.job_id) in wanted
-                ):
-                    self._hold_or_ready(q, dead.envelope.fresh(), None, deferral=False)
-                    moved += 1
-                else:
-                    keep.append(dead)
-            q.dead = keep
-            return moved
-
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`DeadLetterTools.delete_dead_letters`."""
-        wanted = set(handles)
-        with self._lock:
-            self._check_open()
-            q = self._queue(queue)
-            listed = with_positions(q.dead)
-            keep = [
-                raw for raw, shown in zip(q.dead, listed, strict=True) if shown.handle not in wanted
-            ]
-            deleted = len(q.dead) - len(keep)
-            q.dead = keep
-            return deleted
-
-    def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`DeadLetterTools.purge_dead_letters`."""
-        with self._lock:
-            q = self._queue(queue)
-            purged = len(q.dead)
-            q.dead = []
-            return purged
 
     def inspect(self, names: Sequence[str]) -> Inspection:
         """See :meth:`Inspectable.inspect`: None for a queue never declared."""

@@ -26,10 +26,8 @@ from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.base import Sink
 from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
     ConnectionReporting,
     ControlHandler,
-    DeadLetterTools,
     Inspectable,
     Inspection,
     PublishesEncoded,
@@ -69,7 +67,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 class RabbitMQBackend(
-    DeadLetterTools,
+    RabbitDeadLetters,
     Inspectable,
     SupportsControl,
     SupportsSchedules,
@@ -138,7 +136,6 @@ class RabbitMQBackend(
         self._ladder_declared = False
         self._closed = False
         self._admin = Admin(admin)
-        self._dead_letters = RabbitDeadLetters(self._admin)
         self._publishing = Publishing(self._plan, publish_timeout=publish_timeout)
         self._admin.run(lambda ch: None)  # fail fast: unreachable broker, wrong credentials
 
@@ -236,24 +233,6 @@ class RabbitMQBackend(
         if sub.start_error is not None:
             raise sub.start_error
         return sub
-
-    # -- dead letters (DeadLetterTools; see dead_letters.py) ------------------------------
-
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`RabbitDeadLetters.list_dead_letters`."""
-        return self._dead_letters.list_dead_letters(queue, limit=limit)
-
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`RabbitDeadLetters.requeue_dead_letters`."""
-        return self._dead_letters.requeue_dead_letters(queue, job_ids)
-
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`RabbitDeadLetters.delete_dead_letters`."""
-        return self._dead_letters.delete_dead_letters(queue, handles)
-
-    def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`RabbitDeadLetters.purge_dead_letters`."""
-        return self._dead_letters.purge_dead_letters(queue)
 
     # -- counting (Inspectable, and for tests) -------------------------------------------
 

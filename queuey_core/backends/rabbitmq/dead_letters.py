@@ -15,7 +15,7 @@ with a preview, a header that cannot be read shows as unknown).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pika.exceptions
@@ -25,9 +25,11 @@ from pika.spec import BasicProperties
 from queuey_core.backends.capabilities import (
     AnyDeadLetter,
     DeadLetter,
+    DeadLetterPage,
     DeadLetterTools,
     UndecodableDeadLetter,
 )
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, page_of
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.messages import Pub, check_encodable, properties
@@ -84,7 +86,38 @@ class RabbitDeadLetters(DeadLetterTools):
 
         return self._admin.run(work)
 
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
+    def dead_letter_page(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterPage:
+        """See :meth:`DeadLetterTools.dead_letter_page`."""
+        return page_of(
+            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
+        )
+
+    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
+        """See :meth:`DeadLetterTools.get_dead_letter`."""
+        return next((d for d in self.iter_dead_letters(queue) if d.handle == handle), None)
+
+    def iter_dead_letters(
+        self, queue: str, *, job_type: str | None = None, reason: str | None = None
+    ) -> Iterator[AnyDeadLetter]:
+        """See :meth:`DeadLetterTools.iter_dead_letters`."""
+        wanted = DeadLetterFilter(job_type, reason)
+        return (d for d in self.list_dead_letters(queue) if wanted.keeps(d))
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: confirmed on ``queue`` before
         removal.
 
@@ -109,10 +142,15 @@ class RabbitDeadLetters(DeadLetterTools):
 
         return self._admin.run(work)
 
-    def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`DeadLetterTools.purge_dead_letters`."""
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """See :meth:`DeadLetterTools.purge_dead_letters`: one ``queue.purge``."""
         frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
-        return int(frame.method.message_count)
+        purged = int(frame.method.message_count)
+        if progress is not None:
+            progress(purged)
+        return purged
 
 
 def get_all(

@@ -26,10 +26,8 @@ from collections.abc import Sequence
 
 from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
     ControlHandler,
     ControlServer,
-    DeadLetterTools,
     Inspectable,
     Inspection,
     PublishesEncoded,
@@ -41,6 +39,7 @@ from queuey_core.backends.sqlite import dead, messages
 from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscription
 from queuey_core.backends.sqlite.control import SqliteControl
 from queuey_core.backends.sqlite.database import Database, SqliteError
+from queuey_core.backends.sqlite.dead_tools import SqliteDeadLetters
 from queuey_core.backends.sqlite.options import SqliteOptions, parse_url
 from queuey_core.backends.sqlite.pump import Pump
 from queuey_core.backends.sqlite.schedules import SqliteElection, SqliteScheduleState
@@ -56,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 
 class SqliteBackend(
-    DeadLetterTools, Inspectable, SupportsControl, SupportsSchedules, PublishesEncoded
+    SqliteDeadLetters, Inspectable, SupportsControl, SupportsSchedules, PublishesEncoded
 ):
     """A broker in a file. See the module docstring and docs/embedded.md.
 
@@ -172,30 +171,6 @@ class SqliteBackend(
             # The leases run out on their own: nothing is lost, only delayed.
             logger.warning("could not give back leases on close: %s", exc)
         self._db.close()
-
-    # -- DeadLetterTools -------------------------------------------------------------
-
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
-        with self._db.read() as conn:
-            return [d for _, d in dead.listed(conn, queue, limit=limit)]
-
-    def requeue_dead_letters(self, queue: str, job_ids: Sequence[str] | None = None) -> int:
-        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
-        self._check_open()
-        moved = self._writer.requeue_dead(queue, job_ids)
-        self._pump.wake()
-        return moved
-
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """See :meth:`DeadLetterTools.delete_dead_letters`."""
-        with self._db.write() as conn:
-            return dead.delete(conn, queue, handles)
-
-    def purge_dead_letters(self, queue: str) -> int:
-        """See :meth:`DeadLetterTools.purge_dead_letters`."""
-        with self._db.write() as conn:
-            return dead.purge(conn, queue)
 
     # -- Inspectable -----------------------------------------------------------------
 

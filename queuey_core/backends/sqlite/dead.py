@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, UndecodableDeadLetter
+from queuey_core.backends.dead_letter_query import EVERYTHING, DeadLetterFilter, ascii_lower
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError
 from queuey_core.text import ascii_printable, body_preview
@@ -50,17 +51,80 @@ def add(conn: sqlite3.Connection, dead: Dead) -> None:
     )
 
 
+_COLUMNS = "id, handle, reason, dead_at, body, traceparent, tracestate"
+
+
+def where(queue: str, wanted: DeadLetterFilter) -> tuple[str, list[object]]:
+    """The SQL condition (and its parameters) of ``wanted`` on the dead letters of
+    ``queue``: the filter runs in SQLite, so nothing it leaves out reaches Python."""
+    sql, params = ["queue = ?"], [queue]
+    if wanted.job_type is not None:
+        # Only a decodable body is JSON: CASE keeps json_extract off the others.
+        sql.append(
+            "CASE WHEN decodable THEN json_extract(CAST(body AS TEXT), '$.job_type') END = ?"
+        )
+        params.append(wanted.job_type)
+    if wanted.reason is not None:
+        sql.append("instr(lower(reason), ?) > 0")  # lower() folds ASCII only, as asked
+        params.append(ascii_lower(wanted.reason))
+    return " AND ".join(sql), list(params)
+
+
 def listed(
-    conn: sqlite3.Connection, queue: str, *, limit: int | None = None
+    conn: sqlite3.Connection,
+    queue: str,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    wanted: DeadLetterFilter = EVERYTHING,
+    after: int = 0,
 ) -> list[tuple[int, AnyDeadLetter]]:
-    """The dead letters of ``queue``, oldest first, with their row ids."""
+    """The dead letters of ``queue`` that ``wanted`` keeps, oldest first, with their row
+    ids: ``limit`` of them after the first ``offset`` of those past row id ``after``."""
+    cond, params = where(queue, wanted)
     rows = conn.execute(
-        "SELECT id, handle, reason, dead_at, body, traceparent, tracestate "
-        "FROM queuey_dead WHERE queue = ? "
-        "ORDER BY id LIMIT ?",
-        (queue, -1 if limit is None else limit),
+        f"SELECT {_COLUMNS} FROM queuey_dead WHERE {cond} AND id > ? ORDER BY id LIMIT ? OFFSET ?",
+        (*params, after, -1 if limit is None else limit, offset),
     ).fetchall()
-    return [(row[0], _dead_letter(n, *row[1:])) for n, row in enumerate(rows, 1)]
+    return [(row[0], _dead_letter(_position(conn, queue, row), *row[1:])) for row in rows]
+
+
+def counted(conn: sqlite3.Connection, queue: str, wanted: DeadLetterFilter) -> int:
+    """How many dead letters of ``queue`` ``wanted`` keeps."""
+    cond, params = where(queue, wanted)
+    return int(conn.execute(f"SELECT count(*) FROM queuey_dead WHERE {cond}", params).fetchone()[0])
+
+
+def found(conn: sqlite3.Connection, queue: str, handle: str) -> tuple[int, AnyDeadLetter] | None:
+    """The dead letter of ``queue`` listed under ``handle`` (``#N``: the N-th, when it has
+    no handle of its own), with its row id; None if there is none."""
+    if handle.startswith("#") and handle[1:].isdigit() and int(handle[1:]) > 0:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM queuey_dead WHERE queue = ? ORDER BY id LIMIT 1 OFFSET ?",
+            (queue, int(handle[1:]) - 1),
+        ).fetchall()
+        rows = [row for row in rows if not row[1]]
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM queuey_dead WHERE queue = ? AND handle = ? "
+            "ORDER BY id LIMIT 1",
+            (queue, handle),
+        ).fetchall()
+    if not rows:
+        return None
+    return rows[0][0], _dead_letter(_position(conn, queue, rows[0]), *rows[0][1:])
+
+
+def _position(conn: sqlite3.Connection, queue: str, row: tuple[object, ...]) -> int:
+    """Where a row without a handle stands (1 for the oldest): its ``#N``. Counted only
+    for those, so a page of envelopes costs no count."""
+    if row[1]:
+        return 0
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM queuey_dead WHERE queue = ? AND id <= ?", (queue, row[0])
+        ).fetchone()[0]
+    )
 
 
 def _dead_letter(
@@ -88,23 +152,32 @@ def requeue(
     queue: str,
     job_ids: Sequence[str] | None,
     put_back: Callable[[Envelope], None],
-) -> int:
-    """Hand the decodable dead letters of ``queue`` (all, or those ids) to
-    ``put_back`` at attempt 1, and delete them; how many."""
-    wanted = None if job_ids is None else set(job_ids)
+    *,
+    after: int = 0,
+    limit: int | None = None,
+) -> tuple[int, int | None]:
+    """Hand the decodable dead letters of ``queue`` (all, or those ids) past row id
+    ``after`` to ``put_back`` at attempt 1, and delete them: at most ``limit`` rows
+    looked at. Returns how many moved, and the last row id looked at (None: no more)."""
+    if job_ids is None:
+        rows = listed(conn, queue, limit=limit, after=after)
+    else:
+        rows = [hit for job_id in dict.fromkeys(job_ids) if (hit := found(conn, queue, job_id))]
     moved: list[int] = []
-    for row_id, dead in listed(conn, queue):
-        if isinstance(dead, DeadLetter) and (wanted is None or dead.handle in wanted):
+    for row_id, dead in rows:
+        if isinstance(dead, DeadLetter):
             put_back(dead.envelope.fresh())
             moved.append(row_id)
     _delete_ids(conn, moved)
-    return len(moved)
+    last = rows[-1][0] if rows and limit is not None and len(rows) == limit else None
+    return len(moved), last
 
 
 def delete(conn: sqlite3.Connection, queue: str, handles: Sequence[str]) -> int:
     """Delete the dead letters of ``queue`` listed under ``handles``; how many."""
-    wanted = set(handles)
-    gone = [row_id for row_id, dead in listed(conn, queue) if dead.handle in wanted]
+    # Positions are looked up before anything goes: "#N" means the N-th at the call.
+    hits = [hit for handle in dict.fromkeys(handles) if (hit := found(conn, queue, handle))]
+    gone = list(dict.fromkeys(row_id for row_id, _ in hits))
     _delete_ids(conn, gone)
     return len(gone)
 

@@ -300,8 +300,11 @@ class Writer:
             conn, dead.Dead(queue, handle, reason, now, attempt, queue, decodable, body, *trace)
         )
 
-    def requeue_dead(self, queue: str, job_ids: Sequence[str] | None) -> int:
-        """Dead letters of ``queue`` back on it at attempt 1, in one transaction."""
+    def requeue_dead(
+        self, queue: str, job_ids: Sequence[str] | None, *, after: int = 0, limit: int | None = None
+    ) -> tuple[int, int | None]:
+        """Dead letters of ``queue`` back on it at attempt 1, in one transaction (see
+        :func:`dead.requeue` for ``after``, ``limit`` and what it returns)."""
         now = self._clock.wall_ms()
         with self._db.write() as conn:
 
@@ -309,7 +312,7 @@ class Writer:
                 row = self._row(queue, envelope.priority, now, False, envelope, envelope.encode())
                 messages.insert(conn, [row])
 
-            return dead.requeue(conn, queue, job_ids, put_back)
+            return dead.requeue(conn, queue, job_ids, put_back, after=after, limit=limit)
 
     # -- consumers ---------------------------------------------------------------
 

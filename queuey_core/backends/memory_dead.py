@@ -1,0 +1,126 @@
+"""The in-memory backend's dead-letter tools (:class:`DeadLetterTools`).
+
+Owns: listing, paging, finding, requeueing, deleting and purging the dead letters a
+:class:`~queuey_core.backends.memory_queue.MemoryQueue` keeps, under the backend's one
+lock. :class:`MemoryDeadLetters` is a mixin of
+:class:`~queuey_core.backends.memory.MemoryBackend`, which provides the internals it
+names. Must never: reorder dead letters, or requeue one that is not an envelope.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from queuey_core.backends.capabilities import (
+    AnyDeadLetter,
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetterTools,
+)
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, page_of
+from queuey_core.backends.memory_queue import MemoryQueue, with_positions
+from queuey_core.envelope import Envelope
+
+
+class MemoryDeadLetters(DeadLetterTools):
+    """Dead-letter tools over the backend's queues; see the module docstring."""
+
+    _lock: threading.RLock
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # the backend's
+
+    def _queue(self, name: str) -> MemoryQueue:
+        raise NotImplementedError  # the backend's
+
+    def _hold_or_ready(
+        self, q: MemoryQueue, envelope: Envelope, delay: float | None, *, deferral: bool
+    ) -> None:
+        raise NotImplementedError  # the backend's
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
+        """See :meth:`DeadLetterTools.list_dead_letters`."""
+        with self._lock:
+            dead = with_positions(self._queue(queue).dead)
+        return dead if limit is None else dead[:limit]
+
+    def dead_letter_page(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterPage:
+        """See :meth:`DeadLetterTools.dead_letter_page`."""
+        return page_of(
+            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
+        )
+
+    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
+        """See :meth:`DeadLetterTools.get_dead_letter`."""
+        return next((d for d in self.iter_dead_letters(queue) if d.handle == handle), None)
+
+    def iter_dead_letters(
+        self, queue: str, *, job_type: str | None = None, reason: str | None = None
+    ) -> Iterator[AnyDeadLetter]:
+        """See :meth:`DeadLetterTools.iter_dead_letters`: a snapshot taken at the call."""
+        wanted = DeadLetterFilter(job_type, reason)
+        with self._lock:
+            dead = with_positions(self._queue(queue).dead)
+        return (d for d in dead if wanted.keeps(d))
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
+        wanted = None if job_ids is None else set(job_ids)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            keep: list[AnyDeadLetter] = []
+            moved = 0
+            for dead in q.dead:
+                if isinstance(dead, DeadLetter) and (
+                    wanted is None or str(dead.envelope.job_id) in wanted
+                ):
+                    self._hold_or_ready(q, dead.envelope.fresh(), None, deferral=False)
+                    moved += 1
+                else:
+                    keep.append(dead)
+            q.dead = keep
+        if progress is not None:
+            progress(moved)
+        return moved
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
+        wanted = set(handles)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            listed = with_positions(q.dead)
+            keep = [
+                raw for raw, shown in zip(q.dead, listed, strict=True) if shown.handle not in wanted
+            ]
+            deleted = len(q.dead) - len(keep)
+            q.dead = keep
+            return deleted
+
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """See :meth:`DeadLetterTools.purge_dead_letters`."""
+        with self._lock:
+            q = self._queue(queue)
+            purged = len(q.dead)
+            q.dead = []
+        if progress is not None:
+            progress(purged)
+        return purged

@@ -1,0 +1,126 @@
+"""The embedded backend's dead-letter tools (:class:`DeadLetterTools`), as lookups.
+
+Owns: paging, finding, iterating, requeueing, deleting and purging the rows of
+``queuey_dead`` (their SQL is :mod:`.dead`'s) for
+:class:`~queuey_core.backends.sqlite.backend.SqliteBackend`, a mixin of it. Every
+command is a query on the ``(queue, id)`` index, or a filter SQLite applies: none reads
+the dead letters it does not return. A requeue of all goes in transactions of
+:data:`BATCH` rows (each moves its rows, or none of them), so a cut leaves nothing on
+both sides and says how many moved. Must never: reorder dead letters, or requeue one
+that is not an envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterPage, DeadLetterTools
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page
+from queuey_core.backends.sqlite import dead
+from queuey_core.backends.sqlite.database import Database
+from queuey_core.backends.sqlite.pump import Pump
+from queuey_core.backends.sqlite.writes import Writer
+from queuey_core.errors import BackendError, DeadLetterMoveError
+
+#: Rows per transaction of a requeue of all, and per read of an iteration.
+BATCH = 1000
+
+
+class SqliteDeadLetters(DeadLetterTools):
+    """Dead-letter tools on ``queuey_dead``; see the module docstring."""
+
+    _db: Database
+    _writer: Writer
+    _pump: Pump
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # the backend's
+
+    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
+        """See :meth:`DeadLetterTools.list_dead_letters`."""
+        with self._db.read() as conn:
+            return [d for _, d in dead.listed(conn, queue, limit=limit)]
+
+    def dead_letter_page(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterPage:
+        """See :meth:`DeadLetterTools.dead_letter_page`: one read, page and count."""
+        check_page(offset, limit)
+        wanted = DeadLetterFilter(job_type, reason)
+        with self._db.read() as conn:
+            rows = dead.listed(conn, queue, limit=limit, offset=offset, wanted=wanted)
+            total = dead.counted(conn, queue, wanted)
+        following = offset + limit
+        return DeadLetterPage([d for _, d in rows], total, following if following < total else None)
+
+    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
+        """See :meth:`DeadLetterTools.get_dead_letter`."""
+        with self._db.read() as conn:
+            hit = dead.found(conn, queue, handle)
+        return None if hit is None else hit[1]
+
+    def iter_dead_letters(
+        self, queue: str, *, job_type: str | None = None, reason: str | None = None
+    ) -> Iterator[AnyDeadLetter]:
+        """See :meth:`DeadLetterTools.iter_dead_letters`: :data:`BATCH` rows per read,
+        each read its own short transaction (writers are never held up)."""
+        wanted = DeadLetterFilter(job_type, reason)
+        after = 0
+        while True:
+            with self._db.read() as conn:
+                rows = dead.listed(conn, queue, limit=BATCH, wanted=wanted, after=after)
+            yield from (d for _, d in rows)
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay; chosen
+        ids in one transaction, all in transactions of :data:`BATCH` rows."""
+        self._check_open()
+        if job_ids is not None:
+            moved, _ = self._writer.requeue_dead(queue, job_ids)
+            self._pump.wake()
+            if progress is not None:
+                progress(moved)
+            return moved
+        moved, after = 0, 0
+        while True:
+            try:
+                batch, last = self._writer.requeue_dead(queue, None, after=after, limit=BATCH)
+            except BackendError as exc:
+                raise DeadLetterMoveError(queue, moved, str(exc)) from exc
+            moved += batch
+            self._pump.wake()
+            if progress is not None:
+                progress(moved)
+            if last is None:
+                return moved
+            after = last
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
+        with self._db.write() as conn:
+            return dead.delete(conn, queue, handles)
+
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """See :meth:`DeadLetterTools.purge_dead_letters`: one statement."""
+        with self._db.write() as conn:
+            purged = dead.purge(conn, queue)
+        if progress is not None:
+            progress(purged)
+        return purged

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -77,7 +76,7 @@ def queue_of(request: Request) -> str:
     return name
 
 
-def dead_letter_tools(request: Request) -> Any:
+def dead_letter_tools(request: Request) -> DeadLetterTools:
     """The backend as DeadLetterTools, or 404 saying this backend has none."""
     backend = dashboard_of(request).backend()
     if not isinstance(backend, DeadLetterTools):

@@ -110,13 +110,14 @@ def schedule_rows(request: Request) -> dict[str, Any]:
     if not configured:
         return {"available": True, "rows": []}
     backend = board.backend()
-    if not isinstance(backend, SupportsSchedules):
-        return {"available": False, "rows": []}
-    store = backend.schedule_state()
-    try:
-        last = store.last_fired([s.name for s in configured])
-    finally:
-        store.close()
+    last: dict[str, int] = {}
+    kept = isinstance(backend, SupportsSchedules)
+    if isinstance(backend, SupportsSchedules):
+        store = backend.schedule_state()
+        try:
+            last = dict(store.last_fired([s.name for s in configured]))
+        finally:
+            store.close()
     now = int(time.time() * 1000)
     rows = []
     for s in configured:
@@ -127,12 +128,12 @@ def schedule_rows(request: Request) -> dict[str, Any]:
                 "job_type": s.job_type,
                 "trigger": s.trigger.describe(),
                 "catch_up": s.catch_up.value,
-                "last": _moment(last.get(s.name), zone),
+                "last": _moment(last.get(s.name), zone) if kept else "n/a",
                 "next": _moment(s.trigger.next_after(now), zone),
                 "payload": s.job.model_dump(mode="json"),
             }
         )
-    return {"available": True, "rows": rows}
+    return {"available": True, "rows": rows, "ticks_kept": kept}
 
 
 def schedules(request: Request) -> Response:

@@ -64,6 +64,7 @@ COMMANDS = [
     "schedules",
     "workers",
     "migrate",
+    "dashboard",
 ]
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 WINDOW = 600.0
 #: The closest two samples may be, in seconds.
 MIN_SPACING = 1.0
+#: The shortest time a chart spans: a fresh one is not a single dot at the right.
+MIN_SPAN = 60.0
 #: The size of a chart, in SVG units.
 WIDTH, HEIGHT = 160, 32
 
@@ -35,14 +37,16 @@ class Chart:
 
 
 def chart(samples: Sequence[tuple[float, float]], *, now: float) -> Chart:
-    """A chart of ``(time, value)`` samples over the last :data:`WINDOW` seconds."""
+    """A chart of ``(time, value)`` samples over the last :data:`WINDOW` seconds (or
+    since the first sample, but at least :data:`MIN_SPAN`)."""
     kept = [(t, v) for t, v in samples if now - t <= WINDOW]
     if not kept:
         return Chart("", 0.0, 0.0, None)
     peak = max(v for _, v in kept) or 1.0
-    start = now - WINDOW
+    span = min(WINDOW, max(MIN_SPAN, now - kept[0][0]))
+    start = now - span
     points = " ".join(
-        f"{(t - start) / WINDOW * WIDTH:.1f},{HEIGHT - 1 - v / peak * (HEIGHT - 2):.1f}"
+        f"{(t - start) / span * WIDTH:.1f},{HEIGHT - 1 - v / peak * (HEIGHT - 2):.1f}"
         for t, v in kept
     )
     rate = None

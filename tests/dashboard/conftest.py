@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ def dashboard_settings(**dashboard: Any) -> Settings:
     """Settings with the seed's three queues (as tests.support.seed_queues declares them)
     and ``dashboard`` as the [dashboard] table."""
     settings, _ = load_settings(
-        [],
+        os.devnull,  # no file: not the queuey.toml of the working directory
         overrides={
             "queues": {
                 ALPHA: {"prefetch": 4, "max_priority": 10},

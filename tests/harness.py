@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Generator
 from collections.abc import Sequence
 from typing import NamedTuple
 from typing import Protocol
@@ -133,7 +133,7 @@ class Wrapping:
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[AnyDeadLetter]:
+    ) -> Generator[AnyDeadLetter, None, None]:
         return self._tools.iter_dead_letters(queue, job_type=job_type, reason=reason)
 
     def requeue_dead_letters(

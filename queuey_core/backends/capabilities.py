@@ -28,7 +28,7 @@ See ``docs/backends.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
 
@@ -149,7 +149,7 @@ class DeadLetterTools(Protocol):
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[AnyDeadLetter]:
+    ) -> Generator[AnyDeadLetter, None, None]:
         """Every matching dead letter, oldest first, a few at a time (constant memory).
 
         Filters as in :meth:`dead_letter_page`. Close the iterator (or exhaust it) to

@@ -10,7 +10,7 @@ names. Must never: reorder dead letters, or requeue one that is not an envelope.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from queuey_core.backends.capabilities import (
     AnyDeadLetter,
@@ -65,7 +65,7 @@ class MemoryDeadLetters(DeadLetterTools):
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[AnyDeadLetter]:
+    ) -> Generator[AnyDeadLetter, None, None]:
         """See :meth:`DeadLetterTools.iter_dead_letters`: a snapshot taken at the call."""
         wanted = DeadLetterFilter(job_type, reason)
         with self._lock:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,7 +87,7 @@ class FakeBroker:
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[DeadLetter]:
+    ) -> Generator[DeadLetter, None, None]:
         wanted = DeadLetterFilter(job_type, reason)
         return (d for d in self.list_dead_letters(queue) if wanted.keeps(d))
 

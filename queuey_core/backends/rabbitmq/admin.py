@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pika
@@ -77,6 +77,30 @@ class Admin:
                             f"lost the connection to RabbitMQ at {self._where}: {error_text(exc)}"
                         ) from exc
             raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def channel(self) -> Iterator[BlockingChannel]:
+        """A fresh channel kept for as long as the caller needs it (a pass that hands out
+        what it reads as it goes), one caller at a time, closed at the end, which gives
+        back whatever it still held. No second try: a lost connection is a BackendError."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                ch = conn.channel()
+                try:
+                    yield ch
+                finally:
+                    _close_quietly(ch)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                raise refused(exc) from exc
+            except (
+                pika.exceptions.AMQPConnectionError,
+                pika.exceptions.ConnectionWrongStateError,
+            ) as exc:
+                self._drop()
+                raise BackendError(
+                    f"lost the connection to RabbitMQ at {self._where}: {error_text(exc)}"
+                ) from exc
 
     def existing(self, queues: Sequence[str]) -> set[str]:
         """Which of ``queues`` exist (a passive declare each, on a channel of its own)."""

@@ -1,24 +1,23 @@
-"""The dead-letter tools on RabbitMQ: list, requeue, delete and purge, and reading one.
+"""The dead-letter tools on RabbitMQ: list, page, find, requeue, delete and purge.
 
 Owns: the dead-letter publishes of the job path (:func:`dead_letter_pub`, and
 :func:`raw_dead_letter_pub` for a body that is not an envelope); the
 :class:`DeadLetterTools` capability of :class:`RabbitMQBackend` on the admin connection
-(:class:`RabbitDeadLetters`): taking every message of a dead-letter queue unacked and
-giving it back (:func:`get_all`), requeueing confirmed before removal
-(:func:`requeue`), and reading a dead letter back (:func:`dead_letter_of`), whatever
-its body and headers hold. The unroutable queue's dead letters go through here too.
-Must never: lose or reorder a dead letter while listing it (everything taken is given
-back with one multiple nack), or hide one (a body that is not an envelope is listed
-with a preview, a header that cannot be read shows as unknown).
+(:class:`RabbitDeadLetters`), each command one consume pass over the dead-letter queue
+(:mod:`.dead_letter_pass`) that stops as soon as it has what it needs, requeues and
+deletes in the same pass (:mod:`.dead_letter_moves`); and reading a dead letter back
+(:func:`dead_letter_of`), whatever its body and headers hold. The unroutable queue's
+dead letters go through here too. Must never: lose or reorder a dead letter while
+reading it (everything a pass holds goes back when its channel closes), or hide one (a
+body that is not an envelope is listed with a preview, a header that cannot be read
+shows as unknown).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterator, Sequence
 
-import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
@@ -29,14 +28,22 @@ from queuey_core.backends.capabilities import (
     DeadLetterTools,
     UndecodableDeadLetter,
 )
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, page_of
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page, page_of
+from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
+from queuey_core.backends.rabbitmq.dead_letter_pass import (
+    Held,
+    header_reason,
+    may_be,
+    open_pass,
+    quick_keeps,
+)
 from queuey_core.backends.rabbitmq.messages import Pub, check_encodable, properties
 from queuey_core.backends.rabbitmq.unroutable import last_death_ms, unroutable_reason
 from queuey_core.envelope import Envelope
-from queuey_core.errors import DecodeError, UnknownQueueError
-from queuey_core.text import ascii_printable, body_preview, message_handle
+from queuey_core.errors import DecodeError
+from queuey_core.text import body_preview, message_handle
 from queuey_core.trace_context import TraceContext
 
 
@@ -68,21 +75,24 @@ def raw_dead_letter_pub(
 
 
 class RabbitDeadLetters(DeadLetterTools):
-    """The dead-letter tools of one backend, on its admin connection."""
+    """The dead-letter tools on the admin connection: one consume pass per command
+    (:mod:`.dead_letter_pass`), moves in transactions (:mod:`.dead_letter_moves`).
+
+    :class:`RabbitMQBackend` is one (it has the ``_admin`` they run on).
+    """
+
+    _admin: Admin
 
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
 
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`.
-
-        Takes the messages unacked, then gives them all back with one multiple nack, so
-        nothing is lost or reordered. Messages that are not queuey envelopes are listed
-        as :class:`UndecodableDeadLetter`.
-        """
+        """See :meth:`DeadLetterTools.list_dead_letters`: a pass that stops after
+        ``limit``; everything goes back, in order, when its channel closes."""
 
         def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
-            return [d for _, d in get_all(ch, topology.holding_queue(queue), limit)]
+            dlq = topology.holding_queue(queue)
+            return [dead_letter_at(held, dlq) for held in open_pass(ch, dlq, upto=limit).messages]
 
         return self._admin.run(work)
 
@@ -95,21 +105,50 @@ class RabbitDeadLetters(DeadLetterTools):
         job_type: str | None = None,
         reason: str | None = None,
     ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`."""
-        return page_of(
-            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
-        )
+        """See :meth:`DeadLetterTools.dead_letter_page`.
+
+        Unfiltered, the pass stops after the page (the total is the queue's count) and
+        decodes only the page; filtered, it reads to the end to count, and decodes only
+        what the filter keeps (the reason is in the headers, the job type read with a
+        plain JSON parse).
+        """
+        check_page(offset, limit)
+        wanted = DeadLetterFilter(job_type, reason)
+
+        def work(ch: BlockingChannel) -> DeadLetterPage:
+            dlq = topology.holding_queue(queue)
+            if wanted.everything:
+                count, messages = open_pass(ch, dlq, upto=offset + limit)
+                page = [dead_letter_at(held, dlq) for held in messages if held.position > offset]
+                following = offset + limit
+                return DeadLetterPage(page, count, following if following < count else None)
+            return page_of(_kept(open_pass(ch, dlq).messages, dlq, wanted), offset, limit)
+
+        return self._admin.run(work)
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`."""
-        return next((d for d in self.iter_dead_letters(queue) if d.handle == handle), None)
+        """See :meth:`DeadLetterTools.get_dead_letter`: the pass stops at it, and decodes
+        only messages that may be it (:func:`may_be`)."""
+
+        def work(ch: BlockingChannel) -> AnyDeadLetter | None:
+            dlq = topology.holding_queue(queue)
+            for held in open_pass(ch, dlq).messages:
+                if may_be(held, handle) and (dead := dead_letter_at(held, dlq)).handle == handle:
+                    return dead
+            return None
+
+        return self._admin.run(work)
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`."""
+    ) -> Generator[AnyDeadLetter, None, None]:
+        """See :meth:`DeadLetterTools.iter_dead_letters`: one pass, holding the admin
+        connection (and every message it read, on the broker) until the iterator ends
+        or is closed; the client keeps none of them."""
         wanted = DeadLetterFilter(job_type, reason)
-        return (d for d in self.list_dead_letters(queue) if wanted.keeps(d))
+        with self._admin.channel() as ch:
+            dlq = topology.holding_queue(queue)
+            yield from _kept(open_pass(ch, dlq).messages, dlq, wanted)
 
     def requeue_dead_letters(
         self,
@@ -118,29 +157,21 @@ class RabbitDeadLetters(DeadLetterTools):
         *,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """See :meth:`DeadLetterTools.requeue_dead_letters`: confirmed on ``queue`` before
-        removal.
+        """See :meth:`DeadLetterTools.requeue_dead_letters` and :func:`moves.requeue`:
+        published and removed in the same transaction, :data:`moves.BATCH` at a time.
 
         Undecodable messages are never requeued (they would be dead-lettered again).
         ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
         names, if that exists now.
         """
         wanted = None if job_ids is None else set(job_ids)
-        return self._admin.run(lambda ch: requeue(ch, queue, wanted))
+        return self._admin.run(
+            lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at)
+        )
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
-        wanted = set(handles)
-
-        def work(ch: BlockingChannel) -> int:
-            got = get_all(ch, topology.holding_queue(queue), None, give_back=False)
-            doomed = [tag for tag, d in got if d.handle in wanted]
-            for tag in doomed:
-                ch.basic_ack(tag)
-            ch.basic_recover(requeue=True)
-            return len(doomed)
-
-        return self._admin.run(work)
+        return self._admin.run(lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
 
     def purge_dead_letters(
         self, queue: str, *, progress: Callable[[int], None] | None = None
@@ -153,57 +184,21 @@ class RabbitDeadLetters(DeadLetterTools):
         return purged
 
 
-def get_all(
-    ch: BlockingChannel, dlq: str, limit: int | None, *, give_back: bool = True
-) -> list[tuple[int, AnyDeadLetter]]:
-    """Every message of ``dlq`` (up to ``limit``), held unacked; given back unless told not.
-
-    Each comes with its delivery tag, in queue order; a position handle counts from 1.
-    """
-    got: list[tuple[int, AnyDeadLetter]] = []
-    last_tag: int | None = None
-    while limit is None or len(got) < limit:
-        method, props, body = ch.basic_get(dlq, auto_ack=False)
-        if method is None:
-            break
-        last_tag = method.delivery_tag
-        key = method.routing_key if dlq == topology.UNROUTABLE else None
-        got.append((method.delivery_tag, dead_letter_of(props, body, len(got) + 1, key)))
-    if give_back and last_tag is not None:
-        ch.basic_nack(last_tag, multiple=True, requeue=True)
-    return got
+def _kept(
+    messages: Iterator[Held], dlq: str, wanted: DeadLetterFilter
+) -> Generator[AnyDeadLetter, None, None]:
+    """The dead letters of a pass that ``wanted`` keeps, decoding only those it may."""
+    for held in messages:
+        if wanted.everything or quick_keeps(held, dlq, wanted):
+            dead = dead_letter_at(held, dlq)
+            if wanted.keeps(dead):
+                yield dead
 
 
-def requeue(ch: BlockingChannel, queue: str, wanted: set[str] | None) -> int:
-    """Move dead letters of ``queue`` (those in ``wanted``, or all) back to be run, at
-    attempt 1; each is confirmed on its queue before it is removed. Returns how many.
-
-    A dead letter goes back to ``queue``; one of the unroutable queue to the queue its
-    envelope names, if that exists now (else it stays). Bodies that are not envelopes
-    stay (they would be refused again); so does everything else, in order.
-    """
-    ch.confirm_delivery()
-    unroutable = queue == topology.UNROUTABLE
-    chosen = [
-        (tag, d)
-        for tag, d in get_all(ch, topology.holding_queue(queue), None, give_back=False)
-        if isinstance(d, DeadLetter) and (wanted is None or str(d.envelope.job_id) in wanted)
-    ]
-    moved: list[int] = []
-    for tag, dead in chosen:
-        fresh = dead.envelope.fresh()
-        target = fresh.queue if unroutable else queue
-        try:
-            ch.basic_publish("", target, fresh.encode(), properties(fresh), mandatory=True)
-        except pika.exceptions.UnroutableError as exc:
-            if not unroutable:
-                raise UnknownQueueError(queue) from exc
-            continue  # its queue still does not exist: it stays where it is
-        moved.append(tag)
-    for tag in moved:
-        ch.basic_ack(tag)
-    ch.basic_recover(requeue=True)  # everything else back, in order
-    return len(moved)
+def dead_letter_at(held: Held, dlq: str) -> AnyDeadLetter:
+    """The dead letter a message of a pass over ``dlq`` is."""
+    key = held.routing_key if dlq == topology.UNROUTABLE else None
+    return dead_letter_of(held.props, held.body, held.position, key)
 
 
 def dead_letter_of(
@@ -212,7 +207,7 @@ def dead_letter_of(
     """What a message of a dead-letter queue is, read without trusting any of it; one of
     ``queuey.unroutable`` comes with its routing key, which names its queue."""
     headers = props.headers if isinstance(props.headers, dict) else {}
-    reason = _reason(headers)
+    reason = header_reason(headers)
     if unroutable_key is not None and topology.REASON_HEADER not in headers:
         reason = unroutable_reason(unroutable_key)
     # Dead-lettered by RabbitMQ (unroutable, rejected): its x-death says when.
@@ -225,27 +220,6 @@ def dead_letter_of(
         handle = message_handle(props.message_id) or f"#{position}"
         return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
     return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
-
-
-def _reason(headers: dict[str, Any]) -> str:
-    """Our reason header; else RabbitMQ's x-death reason; else "unknown"."""
-    reason = _text(headers.get(topology.REASON_HEADER))
-    if reason is not None:
-        return reason
-    deaths = headers.get("x-death")
-    if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict):
-        why = _text(deaths[0].get("reason"))
-        if why is not None:
-            return f"dead-lettered by RabbitMQ ({why})"
-    return "unknown"
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if not isinstance(value, str):
-        return None
-    return ascii_printable(value, topology.MAX_REASON)
 
 
 def _millis(value: object) -> int | None:

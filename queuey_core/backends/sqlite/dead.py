@@ -115,6 +115,27 @@ def found(conn: sqlite3.Connection, queue: str, handle: str) -> tuple[int, AnyDe
     return rows[0][0], _dead_letter(_position(conn, queue, rows[0]), *rows[0][1:])
 
 
+def under(
+    conn: sqlite3.Connection, queue: str, handles: Sequence[str]
+) -> list[tuple[int, AnyDeadLetter]]:
+    """Every dead letter of ``queue`` listed under one of ``handles`` (a job id can be
+    there twice), oldest first, with their row ids. Position handles are as now."""
+    hits: dict[int, AnyDeadLetter] = {}
+    names = [h for h in dict.fromkeys(handles) if not h.startswith("#")]
+    for start in range(0, len(names), 500):  # SQLite's limit on parameters is far above
+        chunk = names[start : start + 500]
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM queuey_dead WHERE queue = ? "
+            f"AND handle IN ({', '.join('?' * len(chunk))}) ORDER BY id",
+            (queue, *chunk),
+        ).fetchall()
+        hits.update((row[0], _dead_letter(0, *row[1:])) for row in rows)
+    for handle in handles:
+        if handle.startswith("#") and (hit := found(conn, queue, handle)) is not None:
+            hits[hit[0]] = hit[1]
+    return sorted(hits.items())
+
+
 def _position(conn: sqlite3.Connection, queue: str, row: tuple[object, ...]) -> int:
     """Where a row without a handle stands (1 for the oldest): its ``#N``. Counted only
     for those, so a page of envelopes costs no count."""
@@ -162,7 +183,7 @@ def requeue(
     if job_ids is None:
         rows = listed(conn, queue, limit=limit, after=after)
     else:
-        rows = [hit for job_id in dict.fromkeys(job_ids) if (hit := found(conn, queue, job_id))]
+        rows = under(conn, queue, job_ids)
     moved: list[int] = []
     for row_id, dead in rows:
         if isinstance(dead, DeadLetter):
@@ -176,8 +197,7 @@ def requeue(
 def delete(conn: sqlite3.Connection, queue: str, handles: Sequence[str]) -> int:
     """Delete the dead letters of ``queue`` listed under ``handles``; how many."""
     # Positions are looked up before anything goes: "#N" means the N-th at the call.
-    hits = [hit for handle in dict.fromkeys(handles) if (hit := found(conn, queue, handle))]
-    gone = list(dict.fromkeys(row_id for row_id, _ in hits))
+    gone = [row_id for row_id, _ in under(conn, queue, handles)]
     _delete_ids(conn, gone)
     return len(gone)
 

@@ -12,7 +12,7 @@ that is not an envelope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterPage, DeadLetterTools
 from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page
@@ -67,7 +67,7 @@ class SqliteDeadLetters(DeadLetterTools):
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Iterator[AnyDeadLetter]:
+    ) -> Generator[AnyDeadLetter, None, None]:
         """See :meth:`DeadLetterTools.iter_dead_letters`: :data:`BATCH` rows per read,
         each read its own short transaction (writers are never held up)."""
         wanted = DeadLetterFilter(job_type, reason)

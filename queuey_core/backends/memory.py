@@ -37,6 +37,7 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     UndecodableDeadLetter,
 )
+from queuey_core.backends.memory_cancels import MemoryCancels
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.backends.memory_queue import (
     MemoryDelivery,
@@ -61,7 +62,7 @@ from queuey_core.text import ascii_printable, body_preview, message_handle
 logger = logging.getLogger(__name__)
 
 
-class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded):
+class MemoryBackend(DeadLetterTools, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:

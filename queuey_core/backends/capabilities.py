@@ -14,6 +14,8 @@ Protocol of its own:
 - :class:`Republishes`: counts what it published again after a lost connection
   (``queuey enqueue-file``);
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
+- :class:`SupportsCancellation`: cancels that every worker sees, those that start later
+  too, for a retention window (``queuey cancel``);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
   asks :func:`acks_early`, an ``isinstance`` kept per delivery class).
 
@@ -28,6 +30,7 @@ See ``docs/backends.md``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
@@ -334,6 +337,43 @@ class ConnectionReporting(Protocol):
         """Each connection by role (``"consumer"``, ``"publisher"``), without blocking."""
 
 
+# -- cancellation ----------------------------------------------------------------------
+
+#: Told of cancelled job ids: the ones already recorded when the watch starts, then each
+#: new one. Called on the backend's thread: quick, never raising.
+CancelListener = Callable[[Sequence[uuid.UUID]], None]
+
+
+class CancelWatch(Protocol):
+    """A worker's watch on cancels, started by :meth:`SupportsCancellation.watch_cancels`."""
+
+    def close(self) -> None:
+        """Stop watching; idempotent."""
+
+
+@runtime_checkable
+class SupportsCancellation(Protocol):
+    """Cancels that stick: recorded on the broker for ``retention`` seconds, read by
+    every worker from its start (a RabbitMQ stream with ``x-max-age``, a table of the
+    embedded backend's file, a set in memory), so a worker that starts after the cancel
+    still never runs the job."""
+
+    def cancel_jobs(self, job_ids: Sequence[uuid.UUID]) -> None:
+        """Record cancels of ``job_ids`` (whether known or not: the caller checks).
+
+        Raises:
+            BackendError: the cancels could not be recorded.
+        """
+
+    def watch_cancels(self, listener: CancelListener) -> CancelWatch:
+        """Tell ``listener`` of every cancel still in the retention window, *before*
+        returning, then of each new one as it comes.
+
+        Raises:
+            BackendError: the cancels could not be read.
+        """
+
+
 # -- asking for one --------------------------------------------------------------------
 
 C = TypeVar("C")
@@ -346,6 +386,7 @@ _ABILITY: dict[type, str] = {
     SupportsSchedules: "keep schedules or elect a scheduler",
     PublishesEncoded: "publish encoded envelopes",
     ConnectionReporting: "report its connections",
+    SupportsCancellation: "cancel jobs",
 }
 
 

@@ -35,6 +35,7 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     UndecodableDeadLetter,
 )
+from queuey_core.backends.memory_cancels import MemoryCancels
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.backends.memory_dead import MemoryDeadLetters
 from queuey_core.backends.memory_queue import (
@@ -59,7 +60,9 @@ from queuey_core.text import ascii_printable, body_preview, message_handle
 logger = logging.getLogger(__name__)
 
 
-class MemoryBackend(MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded):
+class MemoryBackend(
+    MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels
+):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:

@@ -130,7 +130,7 @@ class JobCounts(WorkerHooks):
                 self.dead_lettered += 1
                 if ran:
                     self.failed += 1
-            else:
+            elif event != "cancelled":  # counted by the metrics and the job store
                 raise ValueError(f"no such job event: {event!r}")
             if ran:
                 self._running -= 1

@@ -29,7 +29,7 @@ from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 UNKNOWN = "unknown"
 
 #: The outcomes ``queuey_jobs_total`` counts: exactly one per delivery.
-OUTCOMES = ("succeeded", "retried", "deferred", "dead_lettered")
+OUTCOMES = ("succeeded", "retried", "deferred", "dead_lettered", "cancelled")
 
 #: Handler run times: from 5 ms to the default job timeout (5 min) and beyond.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -81,7 +81,8 @@ class WorkerMetrics(WorkerHooks):
         r = self.registry
         self._jobs = Counter(
             "queuey_jobs",
-            "Deliveries by job type and outcome: succeeded, retried, deferred, dead_lettered.",
+            "Deliveries by job type and outcome: succeeded, retried, deferred, dead_lettered, "
+            "cancelled.",
             ["job_type", "outcome"],
             registry=r,
         )
@@ -176,6 +177,10 @@ class WorkerMetrics(WorkerHooks):
     def on_job_timed_out(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
         self._of(job.job_type).timeouts.inc()
+
+    def on_job_cancelled(self, job: JobInfo) -> None:
+        """See :class:`WorkerHooks`."""
+        self._ended(job, "cancelled")
 
     def _ended(self, job: JobInfo, outcome: str) -> None:
         series = self._of(job.job_type)

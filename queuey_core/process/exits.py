@@ -17,4 +17,8 @@ class Exit(IntEnum):
     USAGE = 2  # bad input: arguments, payloads, configuration
     BROKER_LOST = 3  # a worker lost the broker and could not recover
     UNKNOWN = 4  # an enqueue may or may not have reached the broker
+    JOB_FAILED = 5  # enqueue --wait: the job was dead-lettered or cancelled
+    WAIT_TIMEOUT = 6  # enqueue --wait: the job had not finished in time
+    NO_SUCH_JOB = 7  # job / cancel: the job store does not know that id
+    ALREADY_FINISHED = 8  # cancel: the job had already finished
     FORCED = 130  # a second signal, or the shutdown timeout: stopped at once

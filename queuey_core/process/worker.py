@@ -21,6 +21,7 @@ from queuey_core.errors import ConfigError
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
 from queuey_core.process.stops import STOP_SIGNALS, StopRequests
+from queuey_core.results.setup import recorder_for
 from queuey_core.settings import Settings, WorkerSettings
 from queuey_core.worker import Worker
 
@@ -145,6 +146,9 @@ def _run_one(
         link.watch(lambda: stops.request("orphaned"), stops.request)
     queue_set = settings.queue_set()
     metrics, server = _serve_metrics(settings.worker.metrics_port, link)
+    recorder = recorder_for(settings)
+    if recorder is not None and metrics is not None:
+        metrics.registry.register(recorder.collector())
     try:
         broker = backend_for(settings)
         w = Worker(
@@ -156,7 +160,7 @@ def _run_one(
             job_timeout=settings.worker.job_timeout,
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,
-            hooks=[h for h in (link, metrics) if h is not None],
+            hooks=[h for h in (link, metrics, recorder) if h is not None],
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
             control_secret=_control_secret(settings),
         )
@@ -170,6 +174,8 @@ def _run_one(
         if beside is not None:
             beside.stop()
     finally:
+        if recorder is not None:
+            recorder.close()
         if server is not None:
             server.close()
     return code

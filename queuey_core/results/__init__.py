@@ -10,16 +10,25 @@ job's outcome. Readers get :class:`JobRecord` values (:meth:`JobStore.get`,
 
 from __future__ import annotations
 
+from queuey_core.results.cancelling import CancelVerdict, cancel_jobs
+from queuey_core.results.recording import JobRecorder
 from queuey_core.results.records import Attempt, JobEvent, JobRecord, JobState
 from queuey_core.results.store import DEFAULT_RETENTION, STORES, JobStore, open_job_store
+from queuey_core.results.waiting import result_of, wait_for_record, wait_for_result
 
 __all__ = [
     "DEFAULT_RETENTION",
     "STORES",
     "Attempt",
+    "CancelVerdict",
     "JobEvent",
     "JobRecord",
+    "JobRecorder",
     "JobState",
     "JobStore",
+    "cancel_jobs",
     "open_job_store",
+    "result_of",
+    "wait_for_record",
+    "wait_for_result",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from queuey_core.settings.dashboard import DashboardSettings
 from queuey_core.settings.durations import Delay, Duration, Timeout, duration
 from queuey_core.settings.loading import Settings, find_config, load_settings
+from queuey_core.settings.results import NO_STORE, ResultsSettings
 from queuey_core.settings.sections import (
     MAX_PROCESSES,
     BrokerSettings,
@@ -31,12 +32,14 @@ from queuey_core.settings.sections import (
 
 __all__ = [
     "MAX_PROCESSES",
+    "NO_STORE",
     "BrokerSettings",
     "ControlSettings",
     "DashboardSettings",
     "Delay",
     "Duration",
     "QueueSettings",
+    "ResultsSettings",
     "RetrySettings",
     "ScheduleSettings",
     "SchedulerSettings",

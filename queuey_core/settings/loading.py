@@ -27,6 +27,7 @@ from queuey_core.environment import warn_unknown_variables
 from queuey_core.errors import ConfigError
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings.dashboard import DashboardSettings
+from queuey_core.settings.results import ResultsSettings
 from queuey_core.settings.sections import (
     BrokerSettings,
     ControlSettings,
@@ -66,6 +67,7 @@ class Settings(BaseSettings):
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     control: ControlSettings = ControlSettings()
     dashboard: DashboardSettings = DashboardSettings()
+    results: ResultsSettings = ResultsSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -107,6 +109,8 @@ class Settings(BaseSettings):
         data["broker"]["management_url"] = (
             redact(management.get_secret_value()) if management is not None else None
         )
+        store = self.results.url
+        data["results"]["url"] = redact(store.get_secret_value()) if store is not None else None
         return data
 
 

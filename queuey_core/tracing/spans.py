@@ -259,9 +259,13 @@ class _TracingHookRunner(HookRunner):
         super().__init__(hooks, clock, **options)
         self._tracing = tracing
 
-    def succeeded(self, delivery: Delivery) -> None:
+    def succeeded(self, delivery: Delivery, result: object = None) -> None:
         self._tracing.ended(delivery, "succeeded")
-        super().succeeded(delivery)
+        super().succeeded(delivery, result)
+
+    def cancelled(self, delivery: Delivery, reason: str) -> None:
+        self._tracing.ended(delivery, "cancelled", reason=reason)
+        super().cancelled(delivery, reason)
 
     def failed(self, delivery: Delivery, error: str, delay: float) -> None:
         self._tracing.ended(delivery, "retried", error=error, delay=delay)

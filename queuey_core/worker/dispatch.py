@@ -56,6 +56,7 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
+from queuey_core.worker.cancels import NOT_RUN, Cancels
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
@@ -88,8 +89,10 @@ class Dispatcher:
         job_timeout: float | None,
         timeout_grace: float,
         hooks: HookRunner | None = None,
+        cancels: Cancels | None = None,
     ) -> None:
         self._hooks = hooks if hooks is not None else HookRunner((), clock)
+        self._cancels = cancels if cancels is not None else Cancels()
         self._routes = routes
         self._handle = handle
         self._clock = clock
@@ -143,6 +146,11 @@ class Dispatcher:
             self._hooks.dead_lettered(delivery, reason)
             self._settle(delivery.dead_letter, (reason,), fields)
             return
+        if env.job_id in self._cancels:
+            logger.info("job cancelled; acking it unrun", extra=fields)
+            self._hooks.cancelled(delivery, NOT_RUN)
+            self._settle(delivery.ack, (), fields)
+            return
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
@@ -180,16 +188,22 @@ class Dispatcher:
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         self._hooks.started(delivery)
-        if timeout is None:
-            try:
-                outcome = call_handler(route.handler, job, ctx)
-            except JobTimeout:  # raised by the handler itself: no timer of ours is running
-                outcome = Outcome(Kind.RETRYABLE, "JobTimeout raised by the handler")
-        else:
-            timed = self._call_with_timeout(route, job, ctx, timeout, delivery, fields)
-            if timed is None:
-                return
-            outcome = timed
+        self._cancels.track(env.job_id, ctx.cancel_event)
+        try:
+            if timeout is None:
+                try:
+                    outcome = call_handler(route.handler, job, ctx)
+                except JobTimeout:  # raised by the handler itself: no timer of ours runs
+                    outcome = Outcome(Kind.RETRYABLE, "JobTimeout raised by the handler")
+            else:
+                timed = self._call_with_timeout(route, job, ctx, timeout, delivery, fields)
+                if timed is None:
+                    return
+                outcome = timed
+        finally:
+            self._cancels.untrack(env.job_id, ctx.cancel_event)
+        if outcome.kind is not Kind.SUCCESS:
+            outcome = self._cancels.outcome(env.job_id, outcome)
         self._settle_outcome(delivery, route, outcome, fields)
 
     def _call_with_timeout(
@@ -263,9 +277,13 @@ class Dispatcher:
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             logger.info("job succeeded", extra=fields)
-            self._hooks.succeeded(delivery)
+            self._hooks.succeeded(delivery, outcome.result)
             if isinstance(delivery, Tracked) and acks_early(delivery.inner):
                 return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
+            return delivery.ack, ()
+        if kind is Kind.CANCELLED:
+            logger.info("job cancelled while it ran: %s", outcome.error, extra=fields)
+            self._hooks.cancelled(delivery, outcome.error)
             return delivery.ack, ()
         if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))

@@ -94,6 +94,8 @@ class JobInfo:
     """Why: a deferral's reason, or the reason a dead letter carries."""
     delay: float | None = None
     """Seconds until the job comes back: a retry's backoff, a deferral's delay."""
+    result: Any = None
+    """What the handler returned (:meth:`WorkerHooks.on_job_succeeded` only)."""
 
 
 class WorkerHooks:
@@ -105,10 +107,11 @@ class WorkerHooks:
     them quick: the job's slot is held while they run. A hook that raises is logged
     (``queuey_core.worker.hooks``) and skipped; nothing else changes.
 
-    Every job that starts ends in exactly one of succeeded, failed (retried), deferred
-    or dead-lettered; a timed-out job also gets :meth:`on_job_timed_out` first. A
-    message that never reaches a handler (no handler for its type, a payload that does
-    not fit) gets only :meth:`on_job_dead_lettered`.
+    Every job that starts ends in exactly one of succeeded, failed (retried), deferred,
+    dead-lettered or cancelled; a timed-out job also gets :meth:`on_job_timed_out`
+    first. A message that never reaches a handler (no handler for its type, a payload
+    that does not fit, a job cancelled before it ran) gets only its
+    :meth:`on_job_dead_lettered` or :meth:`on_job_cancelled`.
     """
 
     def on_worker_starting(self, worker: RunningWorker) -> None:
@@ -141,6 +144,10 @@ class WorkerHooks:
 
     def on_job_timed_out(self, job: JobInfo) -> None:
         """The job outlived its timeout; its failed or dead-lettered event follows."""
+
+    def on_job_cancelled(self, job: JobInfo) -> None:
+        """The job was cancelled (``queuey cancel``): acked without running (``duration``
+        None), or its handler stopped with :class:`~queuey_core.errors.JobCancelled`."""
 
 
 class HookRunner:
@@ -207,9 +214,12 @@ class HookRunner:
         if self._counts is not None:
             self._counts.count("started", ran=True)
 
-    def succeeded(self, delivery: Delivery) -> None:
+    def succeeded(self, delivery: Delivery, result: object = None) -> None:
         if self._timed:
-            self._ended("on_job_succeeded", delivery)
+            if result is None:
+                self._ended("on_job_succeeded", delivery)
+            else:
+                self._ended("on_job_succeeded", delivery, result=result)
 
     def failed(self, delivery: Delivery, error: str, delay: float) -> None:
         if self._timed:
@@ -222,6 +232,10 @@ class HookRunner:
     def dead_lettered(self, delivery: Delivery, reason: str, error: str = "") -> None:
         if self._timed:
             self._ended("on_job_dead_lettered", delivery, reason=reason, error=error)
+
+    def cancelled(self, delivery: Delivery, reason: str) -> None:
+        if self._timed:
+            self._ended("on_job_cancelled", delivery, reason=reason)
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """The job timed out; unlike the outcomes, this does not end its timing."""
@@ -285,6 +299,7 @@ _JOB_EVENTS = (
     "on_job_deferred",
     "on_job_dead_lettered",
     "on_job_timed_out",
+    "on_job_cancelled",
 )
 _EVENTS = (
     "on_worker_starting",

@@ -18,31 +18,34 @@ import traceback
 from dataclasses import dataclass
 
 from queuey_core.context import JobContext
-from queuey_core.errors import Deferred, Fatal, JobTimeout, Retryable
+from queuey_core.errors import Deferred, Fatal, JobCancelled, JobTimeout, Retryable
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
 
 
 class Kind(enum.Enum):
-    """The four ways a job can end."""
+    """The ways a job can end."""
 
     SUCCESS = "success"
     FATAL = "fatal"
     DEFERRED = "deferred"
     RETRYABLE = "retryable"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a job ended, with the error text or the deferral's reason and delay, and for
     a handler that raised (or was interrupted), the traceback (:func:`format_traceback`).
-    ``timed_out`` marks the outcome of a job that outlived its timeout."""
+    ``timed_out`` marks the outcome of a job that outlived its timeout. ``result`` is
+    what a successful handler returned (None for most)."""
 
     kind: Kind
     error: str = ""
     delay: float = 0.0
     traceback: str = ""
     timed_out: bool = False
+    result: object = None
 
 
 SUCCESS = Outcome(Kind.SUCCESS)
@@ -51,16 +54,18 @@ SUCCESS = Outcome(Kind.SUCCESS)
 def call_handler(handler: JobHandler, job: Job, ctx: JobContext) -> Outcome:
     """Run a handler and classify how it ended. JobTimeout passes through."""
     try:
-        handler(job, ctx)
+        result = handler(job, ctx)
     except Deferred as d:
         return _deferred(d)
+    except JobCancelled as exc:
+        return Outcome(Kind.CANCELLED, handler_error_text(exc) or "cancelled")
     except Fatal as exc:
         return Outcome(Kind.FATAL, handler_error_text(exc), traceback=format_traceback(exc))
     except JobTimeout:
         raise
     except BaseException as exc:  # Retryable, any other exception: a transient failure
         return Outcome(Kind.RETRYABLE, handler_error_text(exc), traceback=format_traceback(exc))
-    return SUCCESS
+    return SUCCESS if result is None else Outcome(Kind.SUCCESS, result=result)
 
 
 #: Longest error text kept from a handler: a reason, not a core dump.
@@ -77,7 +82,7 @@ def handler_error_text(exc: BaseException) -> str:
         text = _text(str(exc))
     except Exception:
         text = "(its message could not be read)"
-    if isinstance(exc, (Fatal, Retryable)):
+    if isinstance(exc, (Fatal, Retryable, JobCancelled)):
         return text or name
     return f"{name}: {text}" if text else name
 

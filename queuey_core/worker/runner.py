@@ -28,6 +28,7 @@ from queuey_core.handlers import JobHandler
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.tracing import worker_tracing
+from queuey_core.worker.cancels import Cancels, watch_cancels
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner, WorkerHooks
@@ -120,6 +121,7 @@ class Worker:
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
         self._hooks = runner(hooks, self._clock, counts=self._counts)
+        self._cancels = Cancels()
         self._dispatcher = Dispatcher(
             self._routes,
             handle=self._handle,
@@ -127,6 +129,7 @@ class Worker:
             job_timeout=job_timeout,
             timeout_grace=timeout_grace,
             hooks=self._hooks,
+            cancels=self._cancels,
         )
         self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
         if tracing is not None:
@@ -180,6 +183,7 @@ class Worker:
         """
         handle = self._handle
         self._hooks.worker_starting(self)
+        cancels = watch_cancels(self._backend, self._cancels)
         control = self._serve_control()
         logger.info(
             "worker starting",
@@ -252,6 +256,8 @@ class Worker:
                     logger.warning("failed to close consumer", extra={"queue": sub.queue})
             if control is not None:
                 control.close()
+            if cancels is not None:
+                cancels.close()
 
         error = errors[0] if errors else None
         if self._close_backend:

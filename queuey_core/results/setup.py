@@ -1,0 +1,58 @@
+"""The job store of a process, from the settings: what ``queuey worker`` records into
+and what the commands read.
+
+Owns: :func:`results_url` (which store applies), :func:`recorder_for` (the worker's
+:class:`~.recording.JobRecorder`, or None) and :func:`store_for` (an open store, or a
+ConfigError with the one line that says how to configure one).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from queuey_core.errors import ConfigError
+from queuey_core.results.recording import JobRecorder
+from queuey_core.results.store import JobStore, open_job_store
+from queuey_core.settings import NO_STORE, Settings
+
+
+def results_url(settings: Settings) -> str | None:
+    """The job store ``settings`` name: ``[results] url``, else the broker's file on the
+    embedded backend; None when recording is off or no store is configured."""
+    results = settings.results
+    if not results.enabled:
+        return None
+    if results.url is not None:
+        return results.url.get_secret_value()
+    if settings.broker.is_embedded():
+        return settings.broker.urls()[0].split("?", 1)[0]
+    return None
+
+
+def recorder_for(settings: Settings) -> JobRecorder | None:
+    """The recorder of a worker run with ``settings``; None when no store is configured.
+
+    The store is opened by the recorder's writer, not here: a store that is down does
+    not keep the worker from starting (its events are counted as unrecorded until it
+    is back).
+    """
+    url = results_url(settings)
+    if url is None:
+        return None
+    return JobRecorder(
+        functools.partial(open_job_store, url, retention=settings.results.retention),
+        max_result_size=settings.results.max_result_size,
+    )
+
+
+def store_for(settings: Settings) -> JobStore:
+    """The job store ``settings`` name, open.
+
+    Raises:
+        ConfigError: none is configured (:data:`~queuey_core.settings.NO_STORE`).
+        JobStoreError: it cannot be reached.
+    """
+    url = results_url(settings)
+    if url is None:
+        raise ConfigError(NO_STORE)
+    return open_job_store(url, retention=settings.results.retention)

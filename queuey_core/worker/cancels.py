@@ -1,0 +1,95 @@
+"""What a worker knows of cancels: the ids cancelled, and the running jobs to tell.
+
+Owns: :class:`Cancels`, fed by the backend's
+:meth:`~queuey_core.backends.capabilities.SupportsCancellation.watch_cancels` and asked
+by the dispatcher before every run (a cancelled job is acked unrun) and while a job runs
+(its ``ctx.cancelled`` is set). Must never: block the backend's thread (a set update
+and an Event.set are all it does), or turn a timeout or a forced stop into a cancel: only
+an id cancelled here makes an outcome "cancelled".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+
+from queuey_core.backends.capabilities import CancelWatch, SupportsCancellation
+from queuey_core.errors import QueueyError
+from queuey_core.worker.outcome import Kind, Outcome
+
+logger = logging.getLogger(__name__)
+
+#: The reason a job cancelled before it ran is settled with.
+NOT_RUN = "cancelled before it ran"
+
+
+class Cancels:
+    """The cancelled job ids a worker has seen, and the cancel flags of running jobs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[uuid.UUID] = set()
+        self._running: dict[uuid.UUID, list[threading.Event]] = {}
+
+    def add(self, job_ids: Sequence[uuid.UUID]) -> None:
+        """Cancels came in: remember them, and set the flag of those running now."""
+        with self._lock:
+            self._ids.update(job_ids)
+            flags = [flag for job_id in job_ids for flag in self._running.get(job_id, ())]
+        for flag in flags:
+            flag.set()
+
+    def __contains__(self, job_id: uuid.UUID) -> bool:
+        return job_id in self._ids  # a set lookup: atomic under the GIL
+
+    def track(self, job_id: uuid.UUID, flag: threading.Event) -> None:
+        """``job_id`` starts running with ``flag``; set it now if already cancelled (the
+        cancel raced the start)."""
+        with self._lock:
+            self._running.setdefault(job_id, []).append(flag)
+            cancelled = job_id in self._ids
+        if cancelled:
+            flag.set()
+
+    def untrack(self, job_id: uuid.UUID, flag: threading.Event) -> None:
+        """The job's handler returned."""
+        with self._lock:
+            flags = self._running.get(job_id)
+            if flags is not None:
+                if flag in flags:
+                    flags.remove(flag)
+                if not flags:
+                    del self._running[job_id]
+
+    def outcome(self, job_id: uuid.UUID, outcome: Outcome) -> Outcome:
+        """What ``outcome`` becomes: any failure of a cancelled job is its cancel (it is
+        not retried), and a :class:`~queuey_core.errors.JobCancelled` of a job nobody
+        cancelled (raised on a timeout or a forced stop) is a failure like any other."""
+        if outcome.kind is Kind.SUCCESS:
+            return outcome
+        if job_id in self._ids:
+            if outcome.kind is Kind.CANCELLED:
+                return outcome
+            return Outcome(
+                Kind.CANCELLED, f"cancelled ({outcome.error})" if outcome.error else "cancelled"
+            )
+        if outcome.kind is Kind.CANCELLED:
+            return Outcome(Kind.RETRYABLE, "JobCancelled raised but the job was not cancelled")
+        return outcome
+
+
+def watch_cancels(backend: object, cancels: Cancels) -> CancelWatch | None:
+    """Start feeding ``cancels`` from ``backend`` (every cancel in its retention window is
+    read before this returns); None when the backend has no cancels or cannot be read
+    now: the worker runs on without them, and says so."""
+    if not isinstance(backend, SupportsCancellation):
+        return None
+    try:
+        return backend.watch_cancels(cancels.add)
+    except QueueyError:
+        logger.warning(
+            "cancels cannot be read: `queuey cancel` will not reach this worker", exc_info=True
+        )
+        return None

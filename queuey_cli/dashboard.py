@@ -32,6 +32,10 @@ def dashboard(
         int | None,
         typer.Option(min=0, max=65535, help="Port (default: [dashboard] port, else 8180)."),
     ] = None,
+    root_path: Annotated[
+        str,
+        typer.Option(help="The path a reverse proxy serves it under, e.g. /queuey (for links)."),
+    ] = "",
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Hide every button and refuse every write.")
     ] = False,
@@ -45,9 +49,12 @@ def dashboard(
     settings = state(ctx).settings()
     if host is not None and not host.strip():
         raise usage("--host: give an address, e.g. 127.0.0.1")
+    if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+        raise usage("--root-path: a path such as /queuey (a leading /, no trailing one)")
     run_dashboard(
         settings,
         host=host,
         port=port,
         read_only=True if read_only else None,
+        root_path=root_path,
     )

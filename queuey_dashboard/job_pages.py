@@ -35,7 +35,7 @@ def _when(text: str | None, name: str) -> datetime | None:
 
 def search_rows(request: Request) -> dict[str, Any]:
     """The search's filters from the query, and the records found."""
-    store = dashboard_of(request).job_store
+    store = dashboard_of(request).job_store()
     if store is None:
         return {"available": False}
     q = request.query_params
@@ -95,7 +95,7 @@ def jobs(request: Request) -> Response:
 def job(request: Request, job_id: str | None = None) -> Response:
     """One job's history: its state, attempts, error and result."""
     wanted = job_id if job_id is not None else str(request.path_params["job_id"])
-    store = dashboard_of(request).job_store
+    store = dashboard_of(request).job_store()
     if store is None:
         return render(request, "jobs.html", nav="jobs", available=False)
     try:

@@ -21,12 +21,15 @@ def run_dashboard(
     port: int | None = None,
     read_only: bool | None = None,
     job_store: Any = None,
+    root_path: str = "",
     log_level: str = "info",
 ) -> None:
     """Serve the dashboard until SIGINT or SIGTERM (uvicorn handles both).
 
-    ``host``, ``port`` and ``read_only`` override ``[dashboard]``. The backend is opened
-    before anything listens, so that an unreachable broker is one error, not a page.
+    ``host``, ``port`` and ``read_only`` override ``[dashboard]``; ``root_path`` is the
+    path a reverse proxy serves it under (``/queuey``), for its links. The backend is
+    opened before anything listens, so that an unreachable broker is one error, not a
+    page.
 
     Raises:
         ConfigError: a public address without a token.
@@ -57,6 +60,7 @@ def run_dashboard(
             port=chosen_port,
             log_level=log_level,
             server_header=False,
+            root_path=root_path,
             proxy_headers=False,
         )
     finally:

@@ -59,7 +59,7 @@ class Dashboard:
         self.csrf = Csrf()
         self.depths = Series()
         self.throughput = Throughput()
-        self.job_store = job_store
+        self._job_store = job_store
         self._schedules = None if schedules is None else list(schedules)
         self._lock = threading.Lock()
         self._backend = backend
@@ -151,6 +151,27 @@ class Dashboard:
         """Ask again next time (after a drain)."""
         with self._workers_lock:
             self._workers = None
+
+    # -- the job store -------------------------------------------------------------------
+
+    def job_store(self) -> Any:
+        """The job store: the one given, else the one ``[results]`` names (opened on
+        first use), else None.
+
+        Raises:
+            JobStoreError: the configured store cannot be reached.
+        """
+        with self._lock:
+            if self._job_store is None:
+                from queuey_core.results import open_job_store  # noqa: PLC0415
+                from queuey_core.results.setup import results_url  # noqa: PLC0415
+
+                url = results_url(self.settings)
+                if url is not None:
+                    opened = open_job_store(url, retention=self.settings.results.retention)
+                    self._owned.append(opened)
+                    self._job_store = opened
+            return self._job_store
 
     # -- schedules -----------------------------------------------------------------------
 

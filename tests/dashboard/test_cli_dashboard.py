@@ -44,9 +44,11 @@ def test_it_serves_on_loopback_by_default(config: Path, served: dict[str, Any]) 
 
 
 def test_options_override_the_settings(config: Path, served: dict[str, Any]) -> None:
-    code, output = run(config, "--host", "::1", "--port", "9001", "--read-only")
+    code, output = run(
+        config, "--host", "::1", "--port", "9001", "--read-only", "--root-path", "/queuey"
+    )
     assert code == 0, output
-    assert (served["host"], served["port"]) == ("::1", 9001)
+    assert (served["host"], served["port"], served["root_path"]) == ("::1", 9001, "/queuey")
     assert served["app"].state.dashboard.read_only is True
 
 
@@ -78,3 +80,9 @@ def test_without_the_extra_it_says_how_to_install_it(
     code, output = run(config)
     assert code == 1
     assert "pip install 'queuey[dashboard]'" in output
+
+
+def test_a_root_path_must_be_a_path(config: Path, served: dict[str, Any]) -> None:
+    code, output = run(config, "--root-path", "queuey/")
+    assert code == 2
+    assert "--root-path" in output

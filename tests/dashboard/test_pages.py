@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import html
+import os
 import re
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
 
 from queuey_core import Handler
 from queuey_core import Worker
@@ -17,6 +22,9 @@ from queuey_core.results import JobState
 from queuey_core.results import open_job_store
 from queuey_core.schedules import Every
 from queuey_core.schedules import Schedule
+from queuey_core.settings import load_settings
+from queuey_dashboard import create_app
+from tests.dashboard.conftest import LOCAL
 from tests.dashboard.conftest import Board
 from tests.dashboard.conftest import dashboard_settings
 from tests.dashboard.conftest import make_board
@@ -313,3 +321,45 @@ def test_a_backend_without_capabilities_says_not_available_on_this_backend() -> 
         dead = board.client.get(f"/queues/{ALPHA}/dead-letters")
         assert dead.status_code == 404
         assert "not available on this backend" in dead.text
+
+
+def test_it_mounts_under_a_path_of_an_existing_app() -> None:
+    settings = dashboard_settings()
+    for board in make_board(settings):
+        dashboard = board.client.app
+        outer = Starlette(routes=[Mount("/ops/queuey", app=dashboard)])
+        with TestClient(outer, base_url=LOCAL) as client:
+            page = client.get("/ops/queuey/")
+            assert page.status_code == 200
+            assert 'src="/ops/queuey/static/htmx.min.js"' in page.text
+            assert f'href="/ops/queuey/queues/{ALPHA}/dead-letters"' in page.text
+            assert client.get("/ops/queuey/static/htmx.min.js").status_code == 200
+            [job_id] = kill(board, ["boom"])
+            token = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text)
+            assert token
+            moved = client.post(
+                f"/ops/queuey/queues/{ALPHA}/dead-letters/requeue",
+                data={"handle": job_id, "csrf_token": token.group(1)},
+                follow_redirects=False,
+            )
+            assert moved.status_code == 303
+            assert moved.headers["location"] == f"/ops/queuey/queues/{ALPHA}/dead-letters"
+            assert board.backend.pending(ALPHA) == 1
+
+
+def test_on_the_embedded_backend_the_job_pages_read_the_store_in_its_file(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/queuey.db"
+    settings, _ = load_settings(os.devnull, overrides={"broker": {"url": url}})
+    job_id = uuid.uuid4()
+    now = int(time.time() * 1000)
+    store = open_job_store(url)
+    store.write([JobEvent(job_id, "t.job", "default", JobState.RUNNING, now, now, 1, "h", 1)])
+    store.close()
+    app = create_app(settings)
+    with TestClient(app, base_url=LOCAL) as client:
+        found = client.get("/jobs")
+        assert str(job_id) in found.text
+        assert "running" in client.get(f"/jobs/{job_id}").text
+        assert "sqlite" in found.text  # the backend, opened from the settings

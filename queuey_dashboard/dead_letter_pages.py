@@ -68,16 +68,7 @@ def letter_view(letter: Any) -> dict[str, Any]:
         "reason": letter.reason,
         "dead_at": letter.dead_at,
         "attempt": env.attempt,
-        "envelope": {
-            "job_id": str(env.job_id),
-            "job_type": env.job_type,
-            "queue": env.queue,
-            "attempt": env.attempt,
-            "deferrals": env.deferrals,
-            "priority": env.priority,
-            "enqueued_at": env.enqueued_at,
-            "payload": env.payload,
-        },
+        "envelope": env.model_dump(mode="json"),
     }
 
 

@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, Response
 
 from queuey_core.errors import QueueyError
 from queuey_core.logs.text import escape_controls
+from queuey_core.text import short_duration
 from queuey_dashboard.state import Dashboard
 
 logger = logging.getLogger(__name__)
@@ -44,25 +45,12 @@ def _when(ms: object) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
 def _pretty(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
 _env.filters["when"] = _when
-_env.filters["duration"] = _duration
+_env.filters["duration"] = short_duration
 _env.filters["pretty"] = _pretty
 _env.filters["printable"] = escape_controls
 

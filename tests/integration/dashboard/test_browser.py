@@ -9,7 +9,6 @@ import os
 import re
 import time
 from collections.abc import Callable
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from typing import ClassVar
@@ -53,15 +52,6 @@ class Hello(Job):
     NAME: ClassVar[str] = "dash.hello"
     QUEUE: ClassVar[str] = ALPHA
     name: str
-
-
-@pytest.fixture
-def rabbit() -> Iterator[RabbitMQBackend]:
-    backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
-    try:
-        yield backend
-    finally:
-        backend.close()
 
 
 @pytest.fixture

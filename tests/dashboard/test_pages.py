@@ -15,8 +15,10 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
+from queuey_core import BackendError
 from queuey_core import Handler
 from queuey_core import Worker
+from queuey_core.backends.open import open_backend
 from queuey_core.results import JobEvent
 from queuey_core.results import JobState
 from queuey_core.results import open_job_store
@@ -357,9 +359,33 @@ def test_on_the_embedded_backend_the_job_pages_read_the_store_in_its_file(
     store = open_job_store(url)
     store.write([JobEvent(job_id, "t.job", "default", JobState.RUNNING, now, now, 1, "h", 1)])
     store.close()
+    broker = open_backend(settings.broker)
+    broker.declare([settings.queue_set()["default"]])
+    broker.close()
     app = create_app(settings)
     with TestClient(app, base_url=LOCAL) as client:
         found = client.get("/jobs")
         assert str(job_id) in found.text
         assert "running" in client.get(f"/jobs/{job_id}").text
         assert "sqlite" in found.text  # the backend, opened from the settings
+        overview = client.get("/")
+        assert cell(overview.text, "default", "ready") == "0"
+        assert cell(overview.text, "default", "running") == "0", "leased jobs, on a file"
+        assert "No worker answered" in client.get("/workers").text
+        assert '<span class="total">0</span>' in client.get("/queues/default/dead-letters").text
+
+
+class Unreachable(Bare):
+    """A backend whose broker went away."""
+
+    def inspect(self, names: object) -> object:
+        raise BackendError("lost the connection to RabbitMQ at rabbit:5672: refused")
+
+
+def test_a_broker_that_fails_is_a_503_with_its_one_line() -> None:
+    for board in make_board(dashboard_settings(), backend=Unreachable()):
+        for path in ("/", "/fragments/queues"):
+            answer = board.client.get(path)
+            assert answer.status_code == 503
+            assert "the broker: lost the connection to RabbitMQ" in answer.text
+            no_trace(answer.text)

@@ -252,3 +252,20 @@ def test_the_page_runs_its_scripts_under_its_content_security_policy(
     page.wait_for_timeout(1200)  # two refreshes
     assert errors == [], errors
     assert Path(REPO / "queuey_dashboard" / "static" / "htmx.LICENSE").is_file()
+
+
+def test_a_selection_of_dead_letters_is_deleted_from_the_page(
+    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+) -> None:
+    ids = dead(rabbit, producer, ["a", "b", "c"])
+    served = serve()
+    page.goto(f"{served.url}/queues/{ALPHA}/dead-letters")
+    page.on("dialog", lambda dialog: dialog.accept())
+    for job_id in ids[:2]:
+        page.check(f'tr[data-handle="{job_id}"] input[type=checkbox]')
+
+    page.click("button.delete-selected")
+
+    expect(page.locator("#notice")).to_contain_text(f"deleted 2 of {ALPHA}")
+    expect(page.locator("span.total")).to_have_text("1")
+    expect(page.locator(f'tr[data-handle="{ids[2]}"]')).to_have_count(1)

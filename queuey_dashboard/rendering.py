@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from queuey_core.errors import QueueyError
+from queuey_core.errors import JobStoreError, MissingCapabilityError, QueueyError
 from queuey_core.logs.text import escape_controls
 from queuey_core.text import short_duration
 from queuey_dashboard.state import Dashboard
@@ -102,8 +102,12 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 async def queuey_error(request: Request, exc: Exception) -> Response:
-    """The broker could not be reached, or refused: 503 with its one line."""
-    return error_page(request, 503, f"the broker: {exc}")
+    """The broker or the job store could not be reached, or refused: 503 with its one
+    line; a capability the backend lacks: 404 saying so."""
+    if isinstance(exc, MissingCapabilityError):
+        return error_page(request, 404, f"not available on this backend: {exc}")
+    where = "the job store" if isinstance(exc, JobStoreError) else "the broker"
+    return error_page(request, 503, f"{where}: {exc}")
 
 
 async def unexpected_error(request: Request, exc: Exception) -> Response:

@@ -78,7 +78,7 @@ def queue_of(request: Request) -> str:
 
 def dead_letter_tools(request: Request) -> DeadLetterTools:
     """The backend as DeadLetterTools, or 404 saying this backend has none."""
-    backend = dashboard_of(request).backend()
+    backend = dashboard_of(request).dead_letter_backend()
     if not isinstance(backend, DeadLetterTools):
         raise HTTPException(404, "dead letters are not available on this backend")
     return backend

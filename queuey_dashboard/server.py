@@ -44,6 +44,7 @@ def run_dashboard(
     app = create_app(settings, read_only=read_only, job_store=job_store)
     board = app.state.dashboard
     board.backend()
+    board.dead_letter_backend()
     board.control_backend()
     where = f"[{chosen_host}]" if ":" in chosen_host else chosen_host
     logger.info(

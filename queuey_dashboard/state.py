@@ -1,11 +1,13 @@
 """What one dashboard works with: the settings, its backends, the schedules, the job
 store, the history, and the options it was started with.
 
-Two backends: one for counting and dead letters, one for the control channel. On
-RabbitMQ each holds one admin connection behind a lock, and asking the workers holds
-it for the whole reply window: on one connection, a workers page would hold up every
-count of the overview. Both are opened on first use (a dashboard mounted in another
-application gets no lifespan of its own) and closed by :meth:`Dashboard.close`.
+Three backends opened from the settings, one a duty: counting (and enqueueing), dead
+letters, and the control channel. On RabbitMQ each holds one admin connection behind a
+lock; asking the workers holds it for the whole reply window, and a deep page of dead
+letters reads every message before it: on one connection, either would hold up every
+count of the overview. Each is opened on first use (a dashboard mounted in another
+application gets no lifespan of its own) and closed by :meth:`Dashboard.close`. A
+backend given to the dashboard serves every duty the caller did not give another for.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Dashboard:
         self._lock = threading.Lock()
         self._backend = backend
         self._control = control_backend if control_backend is not None else backend
+        self._dead = backend
         self._owned: list[Any] = []
         self._workers: tuple[float, list[WorkerStatus]] | None = None
         self._workers_lock = threading.Lock()
@@ -83,6 +86,13 @@ class Dashboard:
             if self._backend is None:
                 self._backend = self._open()
             return self._backend
+
+    def dead_letter_backend(self) -> Any:
+        """The backend dead letters are read and moved through (opened on first use)."""
+        with self._lock:
+            if self._dead is None:
+                self._dead = self._open()
+            return self._dead
 
     def control_backend(self) -> Any:
         """The backend the workers are asked through (opened on first use)."""

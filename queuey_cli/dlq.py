@@ -1,24 +1,28 @@
-"""``queuey dlq``: list, show, requeue and purge dead letters.
+"""``queuey dlq``: list, show, requeue, delete and purge dead letters.
 
-Besides each queue's ``<queue>.dlq``, the tools reach ``queuey.unroutable`` (delayed
-messages that no queue took at the end of the delay ladder): with ``--queue
-queuey.unroutable``, and in every listing while it holds anything. A message requeued
-from it goes to the queue its envelope names, once that queue exists.
+Every command goes through the backend's :class:`DeadLetterTools`: a page, a lookup or a
+stream, never "everything, then pick" (what each costs as the queue grows:
+``docs/dead-letters.md``). Besides each queue's ``<queue>.dlq``, the tools reach
+``queuey.unroutable`` (delayed messages that no queue took at the end of the delay
+ladder): with ``--queue queuey.unroutable``, and in every listing while it holds
+anything. A message requeued from it goes to the queue its envelope names, once that
+queue exists.
 """
 
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.output import Column, err, listing, print_json, say
-from queuey_core import DeadLetter
+from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
+from queuey_cli.dlq_progress import moving
+from queuey_cli.output import err, listing, print_json, say
+from queuey_core import DeadLetter, DeadLetterMoveError
 from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
     DeadLetterTools,
     Inspectable,
     UndecodableDeadLetter,
@@ -80,85 +84,25 @@ def _not_declared(names: list[str]) -> list[str]:
     return [f"queue {escape_controls(repr(n))}: not declared yet, no dead letters" for n in names]
 
 
-# A dead letter's reason and time come from message headers, which anything that can
-# publish to a dead-letter queue can set: the backend reads them defensively, and the
-# listing shows what it could not read as unknown. A message that is not an envelope
-# at all is listed too, by its handle (message id, or #position), with a preview.
-
-#: Where a dead letter was found: the queue whose dead-letter queue holds it.
-Found = tuple[str, AnyDeadLetter]
-
-
-def _dead_at(dead: AnyDeadLetter) -> int | None:
-    """When it died (ms since the epoch), or None when the header is missing or odd."""
-    value: object = dead.dead_at
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        return None
-    return value
-
-
-def _when(dead: AnyDeadLetter) -> str:
-    ms = _dead_at(dead)
-    if ms is None:
-        return "unknown"
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
-    except (OverflowError, OSError, ValueError):  # a year beyond what the C library takes
-        return "unknown"
-
-
-def _reason(dead: AnyDeadLetter) -> str | None:
-    value: object = dead.reason
-    return value if isinstance(value, str) else None
-
-
-def _as_dict(queue: str, dead: AnyDeadLetter) -> dict[str, Any]:
-    common = {"handle": dead.handle, "dlq_of": queue, "reason": _reason(dead)}
-    if isinstance(dead, UndecodableDeadLetter):
-        return {
-            **common,
-            "decodable": False,
-            "dead_at": _dead_at(dead),
-            "error": dead.error,
-            "preview": dead.preview,
-        }
-    env = dead.envelope
-    return {
-        **common,
-        "decodable": True,
-        "dead_at": _dead_at(dead),
-        "job_id": str(env.job_id),
-        "job_type": env.job_type,
-        "queue": env.queue,
-        "attempt": env.attempt,
-        "deferrals": env.deferrals,
-        "priority": env.priority,
-        "enqueued_at": env.enqueued_at,
-        "payload": env.payload,
-    }
-
-
-def _all(broker: Any, names: list[str], limit: int | None = None) -> list[Found]:
-    return [(name, d) for name in names for d in broker.list_dead_letters(name, limit=limit)]
-
-
-COLUMNS = [
-    Column("job id / handle", "handle", no_wrap=True, min_width=36),
-    Column("type", "job_type"),
-    Column("queue", "dlq_of"),
-    Column("attempts", "attempt"),
-    Column("reason", "reason"),
-    Column("when", "dead_at"),
+JobTypeOption = Annotated[
+    str | None, typer.Option("--job-type", "-t", help="Only dead letters of this job type.")
+]
+ReasonOption = Annotated[
+    str | None,
+    typer.Option("--reason", "-r", help="Only dead letters whose reason contains this (any case)."),
 ]
 
 
-def _cells(name: str, d: AnyDeadLetter) -> list[object]:
-    reason = _reason(d)
-    shown = "unknown" if reason is None else reason
-    if isinstance(d, UndecodableDeadLetter):
-        return [d.handle, f"(not an envelope: {d.error}) {d.preview}", name, None, shown, _when(d)]
-    env = d.envelope
-    return [d.handle, env.job_type, name, env.attempt, shown, _when(d)]
+def _counts(broker: Any, names: list[str]) -> dict[str, int | None]:
+    """How many dead letters each of ``names`` holds now (None: not known)."""
+    queues = [n for n in names if n != UNROUTABLE]
+    inspection = broker.inspect(queues)
+    found: dict[str, int | None] = {
+        n: (c.dead_letters if (c := inspection.queues.get(n)) is not None else None) for n in queues
+    }
+    if UNROUTABLE in names:
+        found[UNROUTABLE] = inspection.unroutable
+    return found
 
 
 @app.command("list")
@@ -167,30 +111,76 @@ def list_(
     ctx: typer.Context,
     queue: QueueOption = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many per queue.")] = 100,
+    offset: Annotated[
+        int, typer.Option(min=0, help="Skip this many (of those that match) per queue.")
+    ] = 0,
+    job_type: JobTypeOption = None,
+    reason: ReasonOption = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Every one, streamed (no --limit or --offset).")
+    ] = False,
     as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """List dead letters, oldest first, without removing or reordering anything.
 
-    Messages that are not queuey envelopes are listed too, by message id or #position.
-    A queue not declared yet on the broker is named as such (on stderr with --json).
+    A page at a time (--offset, --limit; the footer says where the next one starts), or
+    everything with --all, written as it is read. Messages that are not queuey envelopes
+    are listed too, by message id or #position. A queue not declared yet on the broker
+    is named as such (on stderr with --json).
     """
     broker, names, missing = _queues(ctx, queue)
+    notes = _not_declared(missing)
     try:
-        found = _all(broker, names, limit)
+        if all_:
+            stream = _every(broker, names, job_type, reason)
+            if as_json:
+                stream_json(as_dict(name, d) for name, d in stream)
+            else:
+                listing("dead letters", COLUMNS, (cells(name, d) for name, d in stream))
+            for note in notes:
+                say(note, to=err)
+            return
+        found: list[Found] = []
+        for name in names:
+            page = broker.dead_letter_page(
+                name, offset=offset, limit=limit, job_type=job_type, reason=reason
+            )
+            found.extend((name, d) for d in page.letters)
+            if offset or page.next_offset is not None:  # a page, not all of them
+                notes.append(_footer(name, offset, len(page.letters), page.total, page.next_offset))
     finally:
         broker.close()
-    notes = _not_declared(missing)
     if as_json:
-        print_json([_as_dict(name, d) for name, d in found])
+        print_json([as_dict(name, d) for name, d in found])
         for note in notes:
             say(note, to=err)
         return
-    listing("dead letters", COLUMNS, [_cells(name, d) for name, d in found], notes=notes)
+    listing("dead letters", COLUMNS, [cells(name, d) for name, d in found], notes=notes)
+
+
+def _every(
+    broker: Any, names: list[str], job_type: str | None, reason: str | None
+) -> Iterator[Found]:
+    for name in names:
+        stream = broker.iter_dead_letters(name, job_type=job_type, reason=reason)
+        try:
+            yield from ((name, d) for d in stream)
+        finally:
+            stream.close()
+
+
+def _footer(name: str, offset: int, shown: int, total: int, following: int | None) -> str:
+    where = escape_controls(name)
+    if shown == 0:
+        return f"{where}: none of {total} from offset {offset}"
+    more = f"; next page: --offset {following}" if following is not None else ""
+    return f"{where}: {offset + 1}-{offset + shown} of {total}{more}"
 
 
 def _find(broker: Any, names: list[str], handle: str) -> Found | None:
-    for name, dead in _all(broker, names):
-        if dead.handle == handle:
+    for name in names:
+        dead = broker.get_dead_letter(name, handle)
+        if dead is not None:
             return name, dead
     return None
 
@@ -212,7 +202,7 @@ def show(
         broker.close()
     if found is None:
         raise usage(f"no dead letter with job id {handle}")
-    print_json(_as_dict(*found))
+    print_json(as_dict(*found))
 
 
 @app.command("requeue")
@@ -226,34 +216,24 @@ def requeue(
     """Send dead letters back to their queue, at attempt 1.
 
     Messages that are not queuey envelopes stay where they are (they would only be
-    refused again): `dlq delete` removes them.
+    refused again): `dlq delete` removes them. With --all, a progress bar on a terminal;
+    an interrupted requeue says how many it moved.
     """
     if bool(job_ids) == all_:
         raise usage("give job ids or --all")
     broker, names, _ = _queues(ctx, queue)
-    moved = 0
     if all_:
-        for name in names:
-            moved += broker.requeue_dead_letters(name)
+        moved = _requeue_all(broker, names)
         left = broker.inspect([]).unroutable if UNROUTABLE in names else 0
         broker.close()
         say(f"requeued {moved}")
         if left:
             say(f"{left} left in {UNROUTABLE}: the queue each names does not exist")
         return
-    wanted = set(job_ids or [])
-    stuck: set[str] = set()
-    homeless: dict[str, str] = {}  # unroutable job id -> the queue it names, still missing
-    for name in names:
-        here = broker.list_dead_letters(name)
-        stuck |= wanted.intersection(d.handle for d in here if isinstance(d, UndecodableDeadLetter))
-        mine = sorted(wanted.intersection(d.handle for d in here if isinstance(d, DeadLetter)))
-        if mine:
-            moved += broker.requeue_dead_letters(name, mine)
-            wanted -= set(mine)
-            if name == UNROUTABLE:
-                homeless = _still_there(broker, mine)
-    broker.close()
+    try:
+        moved, wanted, stuck, homeless = _requeue_some(broker, names, set(job_ids or []))
+    finally:
+        broker.close()
     say(f"requeued {moved}")
     if homeless:
         where = ", ".join(
@@ -269,13 +249,54 @@ def requeue(
         raise usage(f"no dead letter with job id {', '.join(sorted(wanted))}")
 
 
-def _still_there(broker: Any, job_ids: list[str]) -> dict[str, str]:
-    """Those of ``job_ids`` still in the unroutable queue, with the queue each names."""
-    return {
-        d.handle: d.envelope.queue
-        for d in broker.list_dead_letters(UNROUTABLE)
-        if isinstance(d, DeadLetter) and d.handle in job_ids
-    }
+def _requeue_all(broker: Any, names: list[str]) -> int:
+    """Every queue's dead letters back; an interruption says what moved in all."""
+    moved = 0
+    counts = _counts(broker, names)
+    try:
+        for name in names:
+            with moving(f"requeue {escape_controls(name)}", counts.get(name)) as progress:
+                try:
+                    moved += broker.requeue_dead_letters(name, progress=progress)
+                except DeadLetterMoveError as exc:
+                    say(f"requeued {moved + exc.moved}")
+                    raise
+    finally:
+        broker.close()
+    return moved
+
+
+def _requeue_some(
+    broker: Any, names: list[str], wanted: set[str]
+) -> tuple[int, set[str], set[str], dict[str, str]]:
+    """Requeue ``wanted`` wherever they are: how many moved, the ids not found, those
+    that are not envelopes, and those still in the unroutable queue (with the queue
+    each names, which does not exist)."""
+    moved = 0
+    stuck: set[str] = set()
+    homeless: dict[str, str] = {}
+    for name in names:
+        here = _present(broker, name, wanted)
+        stuck |= {h for h, d in here.items() if isinstance(d, UndecodableDeadLetter)}
+        mine = sorted(h for h, d in here.items() if isinstance(d, DeadLetter))
+        if mine:
+            moved += broker.requeue_dead_letters(name, mine)
+            if name == UNROUTABLE:
+                homeless = {
+                    h: d.envelope.queue
+                    for h, d in _present(broker, name, set(mine)).items()
+                    if isinstance(d, DeadLetter)
+                }
+        wanted -= set(here)
+    return moved, wanted, stuck, homeless
+
+
+def _present(broker: Any, name: str, handles: set[str]) -> dict[str, Any]:
+    """Those of ``handles`` among the dead letters of ``name``, each with the first
+    dead letter listed under it: a lookup each (an index on SQLite, a pass that stops
+    at it on RabbitMQ)."""
+    found = {h: broker.get_dead_letter(name, h) for h in sorted(handles)}
+    return {h: d for h, d in found.items() if d is not None}
 
 
 @app.command("delete")
@@ -289,12 +310,15 @@ def delete(
     broker, names, _ = _queues(ctx, queue)
     wanted = set(handles)
     deleted = 0
-    for name in names:
-        mine = sorted(wanted.intersection(d.handle for d in broker.list_dead_letters(name)))
-        if mine:
-            deleted += broker.delete_dead_letters(name, mine)
-            wanted -= set(mine)
-    broker.close()
+    try:
+        for name in names:
+            # Position handles ("#N") are found before anything goes.
+            mine = set(_present(broker, name, wanted))
+            if mine:
+                deleted += broker.delete_dead_letters(name, sorted(mine))
+                wanted -= mine
+    finally:
+        broker.close()
     say(f"deleted {deleted}")
     if wanted:
         raise usage(f"no dead letter with job id or handle {', '.join(sorted(wanted))}")
@@ -316,7 +340,11 @@ def purge(
             raise usage("not confirmed")
     broker, there, _ = _queues(ctx, queue)
     try:
-        purged = broker.purge_dead_letters(there[0]) if there else 0
+        purged = 0
+        if there:
+            total = _counts(broker, there).get(there[0])
+            with moving(f"purge {escape_controls(queue)}", total) as progress:
+                purged = broker.purge_dead_letters(there[0], progress=progress)
     finally:
         broker.close()
     say(f"purged {purged}")

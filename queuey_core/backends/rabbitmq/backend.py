@@ -43,6 +43,7 @@ from queuey_core.backends.rabbitmq.admin import (
     declare_queues,
     inspect,
 )
+from queuey_core.backends.rabbitmq.cancels import StreamCancels
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
 from queuey_core.backends.rabbitmq.dead_letters import (
@@ -69,6 +70,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 class RabbitMQBackend(
+    StreamCancels,
     DeadLetterTools,
     Inspectable,
     SupportsControl,

@@ -30,6 +30,13 @@ from queuey_cli.enqueue_file import (
     read_file,
     report,
 )
+from queuey_cli.enqueue_wait import (
+    TimeoutOption,
+    WaitOption,
+    after_enqueue,
+    store_before_enqueue,
+    wait_options,
+)
 from queuey_cli.output import Exit, error, say
 from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
 from queuey_core.limits import check_delay
@@ -97,8 +104,11 @@ def enqueue(
             "content and the line number, so running the same file again repeats the ids.",
         ),
     ] = False,
+    wait: Annotated[bool, WaitOption] = False,
+    timeout: Annotated[str | None, TimeoutOption] = None,
 ) -> None:
     """Enqueue one job (prints its id), or every line of --file."""
+    waiting = wait_options(wait, timeout, single=file is None)
     if (payload is None) == (file is None):
         raise usage("give either a JSON payload or --file, not both and not neither")
     if file is None and (failed_to is not None or ids_from_lines):
@@ -130,10 +140,14 @@ def enqueue(
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()
+    store = store_before_enqueue(settings, waiting)
     if no_validate:
         assert payload is not None
         assert queue is not None
-        _enqueue_raw(settings, queue_set, job_type, payload, queue, seconds, priority, chosen)
+        sent = _enqueue_raw(
+            settings, queue_set, job_type, payload, queue, seconds, priority, chosen
+        )
+        after_enqueue(store, sent, job_type, queue, waiting)
         return
     models = {d.handler.job_type.NAME: d.handler.job_type for d in st.handlers(queue_set)}
     model = models.get(job_type)
@@ -159,7 +173,8 @@ def enqueue(
         make_envelope(line.job, queue_set, priority=priority, enqueued_at=0)
 
     if file is None:
-        _enqueue_one(settings, queue_set, lines[0], seconds, priority)
+        sent = _enqueue_one(settings, queue_set, lines[0], seconds, priority)
+        after_enqueue(store, sent, job_type, model.QUEUE, waiting)
         return
     run = Run(file, lines)
     try:
@@ -171,7 +186,7 @@ def enqueue(
 
 def _enqueue_one(
     settings: Settings, queue_set: QueueSet, line: Line, delay: float | None, priority: int | None
-) -> None:
+) -> uuid.UUID:
     producer = Producer(backend(settings), queue_set)
     try:
         job_id = producer.enqueue(line.job, delay=delay, priority=priority, job_id=line.job_id)
@@ -182,6 +197,7 @@ def _enqueue_one(
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
     say(job_id)
+    return job_id
 
 
 def _enqueue_raw(
@@ -193,7 +209,7 @@ def _enqueue_raw(
     delay: float | None,
     priority: int | None,
     job_id: uuid.UUID | None,
-) -> None:
+) -> uuid.UUID:
     """``--no-validate``: every check but the model's, before connecting; then publish."""
     try:
         data: Any = json.loads(payload)
@@ -217,3 +233,4 @@ def _enqueue_raw(
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
     say(sent)
+    return sent

@@ -25,6 +25,9 @@ from queuey_cli.output import Exit, LogFormat, error, flush_logs, out, setup_log
 #: loads none of them.
 _LAZY: dict[str, tuple[str, str]] = {
     "enqueue": ("queuey_cli.enqueue", "enqueue"),
+    "job": ("queuey_cli.jobs", "job"),
+    "jobs": ("queuey_cli.jobs", "jobs"),
+    "cancel": ("queuey_cli.jobs", "cancel"),
     "queues": ("queuey_cli.queues", "queues"),
     "handlers": ("queuey_cli.handlers", "handlers"),
     "scheduler": ("queuey_cli.scheduler", "scheduler"),

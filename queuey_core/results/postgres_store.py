@@ -14,9 +14,9 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.results import sql
@@ -28,6 +28,8 @@ try:
     import psycopg
 except ImportError:  # pragma: no cover - depends on the extra
     psycopg = None  # type: ignore[assignment]
+
+T = TypeVar("T")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -43,6 +45,8 @@ class PostgresJobStore:
         self._conninfo, self.schema = _split(url)
         self._shown = redact(url)
         self._dialect = sql.Dialect(prefix=f'"{self.schema}".', placeholder="%s")
+        #: What ``pg_stat_activity`` shows of this store's connections.
+        self.application_name = f"queuey job store {self.schema}"
         self._retention_ms = int(retention * 1000)
         self._local = threading.local()
         self._all: list[Any] = []
@@ -64,7 +68,12 @@ class PostgresJobStore:
             if self._closed:
                 raise JobStoreError(f"job store {self._shown}: closed")
             try:
-                conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                conn = psycopg.connect(
+                    self._conninfo,
+                    autocommit=True,
+                    connect_timeout=5,
+                    application_name=self.application_name,
+                )
             except psycopg.Error as exc:
                 raise self._error(exc) from None
             self._local.conn = conn
@@ -103,11 +112,7 @@ class PostgresJobStore:
 
     def get(self, job_id: uuid.UUID | str) -> JobRecord | None:
         """The record of ``job_id``, or None."""
-        try:
-            return sql.get(self._connection().execute, self._dialect, str(job_id))
-        except psycopg.Error as exc:
-            self._drop_broken()
-            raise self._error(exc) from None
+        return self._read(lambda execute: sql.get(execute, self._dialect, str(job_id)))
 
     def search(
         self,
@@ -121,9 +126,9 @@ class PostgresJobStore:
         offset: int = 0,
     ) -> list[JobRecord]:
         """Records matching every filter, most recently updated first."""
-        try:
-            return sql.search(
-                self._connection().execute,
+        return self._read(
+            lambda execute: sql.search(
+                execute,
                 self._dialect,
                 state=state,
                 job_type=job_type,
@@ -133,16 +138,23 @@ class PostgresJobStore:
                 limit=limit,
                 offset=offset,
             )
-        except psycopg.Error as exc:
-            self._drop_broken()
-            raise self._error(exc) from None
+        )
+
+    def _read(self, query: Callable[[sql.Execute], T]) -> T:
+        """Run a read; once more on a new connection if this one was lost (a server
+        restart, a terminated session): reading twice changes nothing."""
+        for attempt in (1, 2):
+            try:
+                return query(self._connection().execute)
+            except psycopg.Error as exc:
+                lost = self._drop_broken()
+                if not lost or attempt == 2:
+                    raise self._error(exc) from None
+        raise AssertionError("unreachable")
 
     def drop(self) -> None:
         """Drop the schema and everything in it (tests that made a schema of their own)."""
-        try:
-            self._connection().execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
-        except psycopg.Error as exc:
-            raise self._error(exc) from None
+        self._read(lambda execute: execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE', ()))
 
     def close(self) -> None:
         """Close every connection; idempotent."""
@@ -152,11 +164,14 @@ class PostgresJobStore:
         for conn in conns:
             conn.close()
 
-    def _drop_broken(self) -> None:
+    def _drop_broken(self) -> bool:
+        """Forget this thread's connection if it is lost; whether it was."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None and conn.broken:
+        if conn is not None and (conn.broken or conn.closed):
             conn.close()
             self._local.conn = None
+            return True
+        return False
 
 
 def _split(url: str) -> tuple[str, str]:

@@ -19,12 +19,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
-from prometheus_client.registry import Collector
 from pydantic import BaseModel
 
 from queuey_core.results.records import JobEvent, JobState
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
 from queuey_core.results.store import JobStore
 from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
@@ -240,7 +243,9 @@ class JobRecorder(WorkerHooks):
 
     def collector(self) -> Collector:
         """The recorder's Prometheus metrics (``queuey_results_*``), for a registry."""
-        return _Collector(self)
+        from queuey_core.results.metrics import RecorderCollector  # noqa: PLC0415
+
+        return RecorderCollector(self)
 
     def _take(self) -> Iterator[object]:
         """The next events: waits for one, then takes what is there, up to a batch."""
@@ -278,23 +283,3 @@ class JobRecorder(WorkerHooks):
         if self._pending <= 0:
             self._pending = 0
             self._idle.notify_all()
-
-
-class _Collector(Collector):
-    """``queuey_results_recorded_total`` and ``queuey_results_unrecorded_total``."""
-
-    def __init__(self, recorder: JobRecorder) -> None:
-        self._recorder = recorder
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "queuey_results_recorded",
-            "Job events written to the job store.",
-            value=self._recorder.written,
-        )
-        yield CounterMetricFamily(
-            "queuey_results_unrecorded",
-            "Job events lost on the way to the job store (a full queue, a store that "
-            "refused or was down); their jobs were settled as usual.",
-            value=self._recorder.unrecorded,
-        )

@@ -55,6 +55,9 @@ def test_rich_logs_and_errors_still_load_rich() -> None:
 COMMANDS = [
     "worker",
     "enqueue",
+    "job",
+    "jobs",
+    "cancel",
     "queues",
     "handlers",
     "scheduler",

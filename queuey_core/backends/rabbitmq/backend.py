@@ -41,6 +41,7 @@ from queuey_core.backends.rabbitmq.admin import (
     declare_queues,
     inspect,
 )
+from queuey_core.backends.rabbitmq.cancels import StreamCancels
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
 from queuey_core.backends.rabbitmq.dead_letters import (
@@ -67,6 +68,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 class RabbitMQBackend(
+    StreamCancels,
     RabbitDeadLetters,
     Inspectable,
     SupportsControl,

@@ -10,10 +10,9 @@ leases expire, flagged ``redelivered``. A delay is an ``available_at`` in the fu
 letter is written in the same transaction that deletes the original. Several
 processes share one file (WAL); none is a server.
 
-Owns: the Backend protocol and its capabilities (dead-letter tools, inspection, the
-control channel, schedule state and election) on one file. Must never: hand one row to
-two live owners, lose a row whose settle failed (it is given back), or fall back to a
-file when another backend was configured (it is chosen by URL only).
+Owns: the Backend protocol and its capabilities (dead letters, inspection, control,
+schedules, cancels) on one file. Must never: hand one row to two live owners, lose a
+row whose settle failed (it is given back), or be used unless a URL names it.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from queuey_core.backends.capabilities import (
     SupportsSchedules,
 )
 from queuey_core.backends.sqlite import dead, messages
+from queuey_core.backends.sqlite.cancels import FileCancels
 from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscription
 from queuey_core.backends.sqlite.control import SqliteControl
 from queuey_core.backends.sqlite.database import Database, SqliteError
@@ -55,7 +55,12 @@ logger = logging.getLogger(__name__)
 
 
 class SqliteBackend(
-    SqliteDeadLetters, Inspectable, SupportsControl, SupportsSchedules, PublishesEncoded
+    SqliteDeadLetters,
+    Inspectable,
+    SupportsControl,
+    SupportsSchedules,
+    PublishesEncoded,
+    FileCancels,
 ):
     """A broker in a file. See the module docstring and docs/embedded.md.
 

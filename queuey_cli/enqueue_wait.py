@@ -1,0 +1,97 @@
+"""``queuey enqueue --wait``: record the job as queued, wait for its end, print its result.
+
+Exit codes with ``--wait``: 0 the job succeeded (its result on stdout, as JSON, after
+its id), 5 it was dead-lettered or cancelled (the reason on stderr), 6 it had not
+finished within ``--timeout``. Without a job store, ``--wait`` is a usage error (exit 2)
+before anything is enqueued, with the one line that says how to configure one. With a
+store and no ``--wait``, the job is recorded as queued all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+import typer
+
+from queuey_cli.common import usage, warn
+from queuey_cli.output import Exit, error, say
+from queuey_core.errors import JobFailed, JobWaitTimeout, QueueyError
+from queuey_core.results import JobStore, result_of, wait_for_record
+from queuey_core.results.producing import record_enqueued
+from queuey_core.results.setup import results_url, store_for
+from queuey_core.settings import NO_STORE, Settings, duration
+
+WaitOption = typer.Option(
+    "--wait",
+    help="Wait for the job to finish and print its result (needs a job store: [results]).",
+)
+TimeoutOption = typer.Option(
+    "--timeout", help="With --wait: give up after this long, e.g. 30s (default: no limit)."
+)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Whether to wait, and for how long (None: no limit)."""
+
+    wait: bool
+    timeout: float | None
+
+
+def wait_options(wait: bool, timeout: str | None, *, single: bool) -> Waiting:
+    """``--wait`` and ``--timeout`` checked (usage errors before anything is sent)."""
+    if timeout is not None and not wait:
+        raise usage("--timeout goes with --wait")
+    if wait and not single:
+        raise usage("--wait is for one job, not --file")
+    seconds = None
+    if timeout is not None:
+        try:
+            seconds = duration(timeout)
+        except ValueError as exc:
+            raise usage(f"--timeout: {exc}") from None
+    return Waiting(wait, seconds)
+
+
+def store_before_enqueue(settings: Settings, waiting: Waiting) -> JobStore | None:
+    """The job store to record in (None without one); ``--wait`` without one is a usage
+    error, raised before the job is enqueued. Without ``--wait``, a store that cannot be
+    reached is warned about and the job enqueued all the same."""
+    if results_url(settings) is None:
+        if waiting.wait:
+            raise usage(f"--wait: {NO_STORE}")
+        return None
+    if waiting.wait:
+        return store_for(settings)
+    try:
+        return store_for(settings)
+    except QueueyError as exc:
+        warn(f"the job will not be recorded as queued: {exc}")
+        return None
+
+
+def after_enqueue(
+    store: JobStore | None, job_id: uuid.UUID, job_type: str, queue: str, waiting: Waiting
+) -> None:
+    """Record the job as queued, then (``--wait``) wait for it and exit by its outcome."""
+    if store is None:
+        return
+    try:
+        record_enqueued(store, [(job_id, job_type, queue)])
+        if not waiting.wait:
+            return
+        try:
+            record = wait_for_record(store, job_id, timeout=waiting.timeout)
+        except JobWaitTimeout as exc:
+            error(str(exc))
+            raise typer.Exit(Exit.WAIT_TIMEOUT) from None
+        try:
+            result = result_of(record)
+        except JobFailed as exc:
+            error(str(exc))
+            raise typer.Exit(Exit.JOB_FAILED) from None
+        say(json.dumps(result, ensure_ascii=True))
+    finally:
+        store.close()

@@ -16,7 +16,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from queuey_core.errors import JobStoreError, MissingCapabilityError, QueueyError
+from queuey_core.errors import (
+    ConfigError,
+    JobStoreError,
+    MissingCapabilityError,
+    QueueyError,
+)
 from queuey_core.logs.text import escape_controls
 from queuey_core.text import short_duration
 from queuey_dashboard.state import Dashboard
@@ -103,9 +108,12 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 async def queuey_error(request: Request, exc: Exception) -> Response:
     """The broker or the job store could not be reached, or refused: 503 with its one
-    line; a capability the backend lacks: 404 saying so."""
+    line; a capability the backend lacks: 404; the configuration at odds with the
+    broker: 409."""
     if isinstance(exc, MissingCapabilityError):
         return error_page(request, 404, f"not available on this backend: {exc}")
+    if isinstance(exc, ConfigError):  # the configuration and the broker disagree
+        return error_page(request, 409, str(exc))
     where = "the job store" if isinstance(exc, JobStoreError) else "the broker"
     return error_page(request, 503, f"{where}: {exc}")
 

@@ -61,6 +61,8 @@ def run_dashboard(
             port=chosen_port,
             log_level=log_level,
             server_header=False,
+            # queuey's logging (Rich or JSON, set up by the command line), not uvicorn's own.
+            log_config=None,
             root_path=root_path,
             proxy_headers=False,
         )

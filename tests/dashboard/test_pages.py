@@ -16,6 +16,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from queuey_core import BackendError
+from queuey_core import ConfigError
 from queuey_core import Handler
 from queuey_core import Worker
 from queuey_core.backends.open import open_backend
@@ -389,3 +390,18 @@ def test_a_broker_that_fails_is_a_503_with_its_one_line() -> None:
             assert answer.status_code == 503
             assert "the broker: lost the connection to RabbitMQ" in answer.text
             no_trace(answer.text)
+
+
+class AtOdds(Bare):
+    """A backend whose queues exist with other settings than the configuration's."""
+
+    def inspect(self, names: object) -> object:
+        raise ConfigError("queue 'test.alpha' exists with other settings")
+
+
+def test_a_configuration_at_odds_with_the_broker_is_a_409_with_its_line() -> None:
+    for board in make_board(dashboard_settings(), backend=AtOdds()):
+        answer = board.client.get("/")
+        assert answer.status_code == 409
+        assert "exists with other settings" in answer.text
+        assert "the broker:" not in answer.text

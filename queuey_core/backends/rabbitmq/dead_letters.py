@@ -15,6 +15,8 @@ shows as unknown).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 
@@ -92,7 +94,8 @@ class RabbitDeadLetters(DeadLetterTools):
 
         def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
             dlq = topology.holding_queue(queue)
-            return [dead_letter_at(held, dlq) for held in open_pass(ch, dlq, upto=limit).messages]
+            with contextlib.closing(open_pass(ch, dlq, upto=limit).messages) as messages:
+                return [dead_letter_at(held, dlq) for held in itertools.islice(messages, limit)]
 
         return self._admin.run(work)
 
@@ -119,7 +122,9 @@ class RabbitDeadLetters(DeadLetterTools):
             dlq = topology.holding_queue(queue)
             if wanted.everything:
                 count, messages = open_pass(ch, dlq, upto=offset + limit)
-                page = [dead_letter_at(held, dlq) for held in messages if held.position > offset]
+                with contextlib.closing(messages):
+                    head = itertools.islice(messages, offset + limit)
+                    page = [dead_letter_at(held, dlq) for held in head if held.position > offset]
                 following = offset + limit
                 return DeadLetterPage(page, count, following if following < count else None)
             return page_of(_kept(open_pass(ch, dlq).messages, dlq, wanted), offset, limit)
@@ -132,9 +137,13 @@ class RabbitDeadLetters(DeadLetterTools):
 
         def work(ch: BlockingChannel) -> AnyDeadLetter | None:
             dlq = topology.holding_queue(queue)
-            for held in open_pass(ch, dlq).messages:
-                if may_be(held, handle) and (dead := dead_letter_at(held, dlq)).handle == handle:
-                    return dead
+            with contextlib.closing(open_pass(ch, dlq).messages) as messages:
+                for held in messages:
+                    if (
+                        may_be(held, handle)
+                        and (dead := dead_letter_at(held, dlq)).handle == handle
+                    ):
+                        return dead
             return None
 
         return self._admin.run(work)
@@ -148,7 +157,8 @@ class RabbitDeadLetters(DeadLetterTools):
         wanted = DeadLetterFilter(job_type, reason)
         with self._admin.channel() as ch:
             dlq = topology.holding_queue(queue)
-            yield from _kept(open_pass(ch, dlq).messages, dlq, wanted)
+            with contextlib.closing(open_pass(ch, dlq).messages) as messages:
+                yield from _kept(messages, dlq, wanted)
 
     def requeue_dead_letters(
         self,

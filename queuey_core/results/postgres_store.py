@@ -96,7 +96,8 @@ class PostgresJobStore:
         try:
             conn = self._connection()
             with conn.transaction():
-                sql.apply(conn.execute, self._dialect, events)
+                with conn.cursor() as cursor:
+                    sql.apply(conn.execute, cursor.executemany, self._dialect, events)
                 if (
                     self._written == 0
                     or self._written // sql.EXPIRE_EVERY

@@ -11,14 +11,14 @@ have been.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
-import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -36,19 +36,20 @@ logger = logging.getLogger(__name__)
 #: Default largest result kept, in bytes of JSON (``[results] max_result_size``).
 DEFAULT_MAX_RESULT_SIZE = 64 * 1024
 
+# One encoder for every result: json.dumps with options makes a new one each call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+#: Seconds the writer lets events gather after a write, unless a batch is full.
+LINGER = 0.01
+
 #: Seconds between two log lines about events that could not be recorded.
 _LOG_EVERY = 30.0
-
-_STOP = object()
 
 
 def encode_result(value: object, limit: int) -> tuple[str | None, str]:
     """``value`` as JSON text, or None and why it is not kept (too large, not JSON)."""
     try:
-        if isinstance(value, BaseModel):
-            text = value.model_dump_json()
-        else:
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = value.model_dump_json() if isinstance(value, BaseModel) else _ENCODE(value)
     except (TypeError, ValueError) as exc:
         return None, f"result not kept: not JSON ({type(exc).__name__}: {exc})"
     size = len(text.encode("utf-8"))
@@ -62,6 +63,10 @@ def encode_result(value: object, limit: int) -> tuple[str | None, str]:
 
 class JobRecorder(WorkerHooks):
     """Records every job a worker runs in ``store``: give it to ``Worker(hooks=[...])``.
+
+    A job thread only appends its event to a deque (no lock; the writer is woken only
+    when it sleeps); one writer thread takes up to ``batch`` events at a time and writes
+    them in one transaction.
 
     Args:
         store: where records go: a store, or what opens one (called by the writer, again
@@ -84,22 +89,29 @@ class JobRecorder(WorkerHooks):
         self._store: JobStore | None = store if isinstance(store, JobStore) else None
         self._open = None if isinstance(store, JobStore) else store
         self._limit = max_result_size
-        self._queue: queue.Queue[object] = queue.Queue(capacity)
+        self._events: collections.deque[JobEvent] = collections.deque()
+        self._capacity = capacity
         self._batch = batch
         self._host = socket.gethostname()
         self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._unrecorded = 0
+        self._lock = threading.Lock()  # the writer's pops, flush's look, and drops
+        self._taken = 0  # events the writer took off the deque
+        self._settled = 0  # of those, written or counted lost
+        self._dropped = 0
+        self._failed = 0
         self._written = 0
         self._last_log = 0.0
         self._thread: threading.Thread | None = None
-        self._idle = threading.Condition()
-        self._pending = 0
+        self._stopping = False
+        self._asleep = False
+        self._wake = threading.Event()
+        self._linger = threading.Event()  # set only to stop lingering at once
+        self._progress = threading.Condition()
 
     @property
     def unrecorded(self) -> int:
         """Events lost so far: the queue was full, or the store refused their batch."""
-        return self._unrecorded
+        return self._failed + self._dropped
 
     @property
     def written(self) -> int:
@@ -152,6 +164,7 @@ class JobRecorder(WorkerHooks):
         """Start the writer thread (idempotent)."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
                 self._thread = threading.Thread(
                     target=self._write_loop, name="queuey-results-writer", daemon=True
                 )
@@ -160,14 +173,22 @@ class JobRecorder(WorkerHooks):
     def flush(self, timeout: float) -> bool:
         """Wait until every event handed over so far is written (or lost); False if that
         took longer than ``timeout`` seconds."""
+        with self._lock:
+            target = self._taken + len(self._events)
         deadline = time.monotonic() + timeout
-        with self._idle:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
+        self._wake.set()
+        self._linger.set()
+        try:
+            with self._progress:
+                while self._settled < target:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None or not self._thread.is_alive():
+                        return False
+                    self._progress.wait(min(left, 0.05))
+            return True
+        finally:
+            if not self._stopping:
+                self._linger.clear()
 
     def stop(self, *, timeout: float) -> None:
         """Write what is queued (up to ``timeout`` seconds), then end the writer."""
@@ -175,10 +196,9 @@ class JobRecorder(WorkerHooks):
         if thread is None:
             return
         self.flush(timeout)
-        try:
-            self._queue.put(_STOP, timeout=1.0)
-        except queue.Full:
-            return
+        self._stopping = True
+        self._linger.set()
+        self._wake.set()
         thread.join(timeout)
 
     def _put(
@@ -190,43 +210,71 @@ class JobRecorder(WorkerHooks):
         result: str | None = None,
         ran: bool = True,
     ) -> None:
-        event = JobEvent(
-            job.job_id,
-            job.job_type,
-            job.queue,
-            state,
-            at=int(time.time() * 1000),
-            enqueued_at=job.enqueued_at,
-            attempt=job.attempt,
-            host=self._host,
-            pid=self._pid,
-            error=error,
-            result=result,
-            ran=ran,
+        if len(self._events) >= self._capacity:
+            with self._lock:
+                self._dropped += 1
+            self._log_lost(1, "the job store's queue is full (the store is slow or down)")
+            return
+        self._events.append(
+            JobEvent(
+                job.job_id,
+                job.job_type,
+                job.queue,
+                state,
+                int(time.time() * 1000),
+                job.enqueued_at,
+                job.attempt,
+                self._host,
+                self._pid,
+                error,
+                result,
+                ran,
+            )
         )
-        with self._idle:
-            self._pending += 1
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self._lost(1, "the job store's queue is full (the store is slow or down)")
+        if self._asleep:
+            self._wake.set()
 
     def _write_loop(self) -> None:
+        events = self._events
         while True:
-            events = list(self._take())
-            stop = bool(events) and events[-1] is _STOP
-            batch: list[JobEvent] = [e for e in events if isinstance(e, JobEvent)]
-            if batch:
-                try:
-                    self._opened().write(batch)
-                except Exception as exc:
-                    self._lost(len(batch), f"the job store refused a batch: {exc}")
-                else:
-                    with self._idle:
-                        self._written += len(batch)
-                        self._settled(len(batch))
-            if stop:
-                return
+            with self._lock:
+                batch = [events.popleft() for _ in range(min(self._batch, len(events)))]
+                self._taken += len(batch)
+            if not batch:
+                if self._stopping:
+                    return
+                self._asleep = True
+                if not events:  # looked at again now that a job thread would wake us
+                    self._wake.wait(1.0)
+                self._asleep = False
+                self._wake.clear()
+                continue
+            try:
+                self._opened().write(batch)
+            except Exception as exc:
+                self._failed += len(batch)
+                self._log_lost(len(batch), f"the job store refused a batch: {exc}")
+            else:
+                self._written += len(batch)
+            with self._progress:
+                self._settled += len(batch)
+                self._progress.notify_all()
+            if len(events) < self._batch and not self._stopping:
+                # Let a batch gather: a write a job costs the job threads the GIL and
+                # a wake-up each; LINGER is far inside what wait() is allowed.
+                self._linger.wait(LINGER)
+
+    def _log_lost(self, count: int, why: str) -> None:
+        now = time.monotonic()
+        if now - self._last_log < _LOG_EVERY:
+            return
+        self._last_log = now
+        logger.warning(
+            "%d job event(s) not recorded: %s (%d so far; jobs are settled as usual)",
+            count,
+            why,
+            self.unrecorded,
+        )
 
     def _opened(self) -> JobStore:
         if self._store is None:
@@ -246,40 +294,3 @@ class JobRecorder(WorkerHooks):
         from queuey_core.results.metrics import RecorderCollector  # noqa: PLC0415
 
         return RecorderCollector(self)
-
-    def _take(self) -> Iterator[object]:
-        """The next events: waits for one, then takes what is there, up to a batch."""
-        first = self._queue.get()
-        yield first
-        if first is _STOP:
-            return
-        for _ in range(self._batch - 1):
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            yield item
-            if item is _STOP:
-                return
-
-    def _lost(self, count: int, why: str) -> None:
-        with self._idle:
-            self._unrecorded += count
-            self._settled(count)
-            now = time.monotonic()
-            quiet = now - self._last_log < _LOG_EVERY
-            if not quiet:
-                self._last_log = now
-        if not quiet:
-            logger.warning(
-                "%d job event(s) not recorded: %s (%d so far; jobs are settled as usual)",
-                count,
-                why,
-                self._unrecorded,
-            )
-
-    def _settled(self, count: int) -> None:
-        self._pending -= count
-        if self._pending <= 0:
-            self._pending = 0
-            self._idle.notify_all()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from queuey_core.results.batch import fold
 from queuey_core.results.records import Attempt, JobEvent, JobRecord, JobState, from_ms, to_ms
 
 #: Records deleted for age every this many events written (and on the first write).
@@ -33,6 +34,8 @@ class Cursor(Protocol):
 
 #: Runs one statement with its parameters; returns the cursor.
 Execute = Callable[[str, Sequence[Any]], Cursor]
+#: Runs one statement once for each row of parameters.
+ExecuteMany = Callable[[str, Sequence[Sequence[Any]]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,50 +87,45 @@ def ddl(dialect: Dialect, *, serial: str) -> list[str]:
     ]
 
 
-def apply(execute: Execute, dialect: Dialect, events: Sequence[JobEvent]) -> None:
-    """Write ``events`` in order, inside the caller's transaction."""
+def apply(
+    execute: Execute, executemany: ExecuteMany, dialect: Dialect, events: Sequence[JobEvent]
+) -> None:
+    """Write ``events``, folded (:func:`~.batch.fold`), inside the caller's transaction."""
     q = dialect.sql
-    for e in events:
-        job_id = str(e.job_id)
-        row = (job_id, e.job_type, e.queue, e.state.value, e.result, e.error, e.enqueued_at, e.at)
-        if e.state is JobState.QUEUED:
-            # A worker's event may be in first: the producer's never overwrites it.
-            execute(
-                q(
-                    "INSERT INTO {jobs} (job_id, job_type, queue, state, result, error, "
-                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (job_id) DO NOTHING"
-                ),
-                row,
-            )
-            continue
-        execute(
+    folded = fold(events)
+    insert = (
+        "INSERT INTO {jobs} (job_id, job_type, queue, state, result, error, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) "
+    )
+    if folded.queued:
+        # A worker's event may be in first: the producer's never overwrites it.
+        executemany(q(insert + "DO NOTHING"), folded.queued)
+    if folded.jobs:
+        executemany(
             q(
-                "INSERT INTO {jobs} (job_id, job_type, queue, state, result, error, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (job_id) DO UPDATE SET state = excluded.state, "
+                insert + "DO UPDATE SET state = excluded.state, "
                 "result = COALESCE(excluded.result, {jobs}.result), error = excluded.error, "
                 "updated_at = excluded.updated_at WHERE {jobs}.updated_at <= excluded.updated_at"
             ),
-            row,
+            folded.jobs,
         )
-        if e.state is JobState.RUNNING:
-            execute(
-                q(
-                    "INSERT INTO {attempts} (job_id, number, host, pid, started_at) "
-                    "VALUES (?, ?, ?, ?, ?)"
-                ),
-                (job_id, e.attempt, e.host, e.pid, e.at),
-            )
-        elif e.ran:
-            execute(
-                q(
-                    "UPDATE {attempts} SET ended_at = ?, outcome = ?, error = ? WHERE id = "
-                    "(SELECT max(id) FROM {attempts} WHERE job_id = ? AND host = ? AND pid = ? "
-                    "AND ended_at IS NULL)"
-                ),
-                (e.at, e.state.value, e.error, job_id, e.host, e.pid),
-            )
+    if folded.attempts:
+        executemany(
+            q(
+                "INSERT INTO {attempts} (job_id, number, host, pid, started_at, ended_at, "
+                "outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            folded.attempts,
+        )
+    if folded.closings:
+        executemany(
+            q(
+                "UPDATE {attempts} SET ended_at = ?, outcome = ?, error = ? WHERE id = "
+                "(SELECT max(id) FROM {attempts} WHERE job_id = ? AND host = ? AND pid = ? "
+                "AND ended_at IS NULL)"
+            ),
+            folded.closings,
+        )
 
 
 def expiry_due(written: int, adding: int) -> bool:

@@ -79,7 +79,7 @@ class SqliteJobStore:
             return
         try:
             with self._transaction() as execute:
-                sql.apply(execute, _DIALECT, events)
+                sql.apply(execute, self._conn.executemany, _DIALECT, events)
                 if (
                     self._written == 0
                     or self._written // sql.EXPIRE_EVERY

@@ -26,17 +26,6 @@ def pg_store_url() -> str:
     return f"{PG_URL}?schema=queuey_test_{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL job-store URL on a fresh schema, dropped after the test."""
-    url = pg_store_url()
-    yield url
-    store = open_job_store(url)
-    assert isinstance(store, PostgresJobStore)
-    store.drop()
-    store.close()
-
-
 STORE_KINDS = [
     pytest.param("memory", id="memory"),
     pytest.param("sqlite", id="sqlite"),
@@ -55,10 +44,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     else:
         url = pg_store_url()
         yield url
-        store = open_job_store(url)
-        assert isinstance(store, PostgresJobStore)
-        store.drop()
-        store.close()
+        drop_schema(url)
+
+
+def drop_schema(url: str) -> None:
+    """Drop the schema of a PostgreSQL store URL, and all in it."""
+    store = open_job_store(url)
+    assert isinstance(store, PostgresJobStore)
+    store.drop()
+    store.close()
 
 
 @pytest.fixture

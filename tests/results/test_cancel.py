@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,19 +22,11 @@ from queuey_core.results import JobRecorder
 from queuey_core.results import JobState
 from queuey_core.results import JobStore
 from queuey_core.results import cancel_jobs
-from queuey_core.results import open_job_store
 from tests.harness import Memory
 from tests.results.support import recording_worker
 from tests.results.support import settled_record
 from tests.support import Greet
 from tests.support import start
-
-
-@pytest.fixture
-def store() -> Iterator[JobStore]:
-    s = open_job_store(f"memory://{uuid.uuid4().hex}")
-    yield s
-    s.close()
 
 
 def cancelled_count(metrics: WorkerMetrics) -> float:

@@ -7,11 +7,9 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
 from queuey_core import Deferred
@@ -31,13 +29,6 @@ from tests.support import Greet
 from tests.support import Orphan
 from tests.support import start
 from tests.support import wait_for
-
-
-@pytest.fixture
-def store() -> Iterator[JobStore]:
-    s = open_job_store(f"memory://{uuid.uuid4().hex}")
-    yield s
-    s.close()
 
 
 class Summary(BaseModel):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from pydantic import BaseModel
@@ -16,15 +15,7 @@ from queuey_core.errors import JobWaitTimeout
 from queuey_core.results import JobEvent
 from queuey_core.results import JobState
 from queuey_core.results import JobStore
-from queuey_core.results import open_job_store
 from queuey_core.results import wait_for_result
-
-
-@pytest.fixture
-def store() -> Iterator[JobStore]:
-    s = open_job_store(f"memory://{uuid.uuid4().hex}")
-    yield s
-    s.close()
 
 
 class Sum(BaseModel):

@@ -110,18 +110,26 @@ class _StreamWatch:
 
     def _run(self) -> None:
         pause = 0.5
+        told = False  # one warning an outage; the retries after it are debug lines
         while not self._closed.is_set():
             try:
                 self._read()
-                pause = 0.5
-            except (pika.exceptions.AMQPError, OSError, BackendError) as exc:
+                pause, told = 0.5, False
+            except Exception as exc:  # the watch must outlive anything pika raises
                 self.problem = f"cannot read {STREAM}: {error_text(exc)}"
-                logger.warning("%s; trying again in %gs", self.problem, pause)
+                if isinstance(exc, pika.exceptions.ChannelClosedByBroker):
+                    # Refused (no stream support, no permission): waiting cannot help
+                    # the worker's start; it retries slowly in the background.
+                    self.caught_up.set()
+                    pause = max(pause, 30.0)
+                level = logging.DEBUG if told else logging.WARNING
+                logger.log(level, "%s; trying again in %gs", self.problem, pause)
+                told = True
             finally:
                 self._close_connection()
             if self._closed.wait(pause):
                 return
-            pause = min(pause * 2, 30.0)
+            pause = min(pause * 2, 300.0)
 
     def _read(self) -> None:
         self._conn = conn = self._nodes.blocking_connection()

@@ -14,7 +14,6 @@ refused a read (the watch logs and tries again).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
@@ -23,7 +22,6 @@ from queuey_core.backends.capabilities import CancelListener, SupportsCancellati
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.options import SqliteOptions
 from queuey_core.clock import Clock
-from queuey_core.errors import BackendError
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +116,7 @@ class _Watch:
                 if version != seen:
                     seen = version
                     self.look()
-            except (BackendError, sqlite3.Error):
+            except Exception:  # the watch must outlive any error: it tries again
                 if self._db.closed:
                     return
                 logger.warning("could not read cancels; trying again", exc_info=True)

@@ -1,6 +1,7 @@
 """A worker recording on PostgreSQL (psycopg 3), in a schema of its own that is dropped
-after: every outcome, and a connection that goes away mid-run (its batch is counted, the
-store reconnects, no job is held back)."""
+after, whose connection goes away mid-run: its batch is counted, the store reconnects,
+no job is held back. (Every outcome on PostgreSQL: tests/results, its ``postgres``
+store kind.)"""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from queuey_core import JobContext
-from queuey_core import Retryable
 from queuey_core.results import JobRecorder
 from queuey_core.results import JobState
 from queuey_core.results import open_job_store
@@ -20,6 +19,7 @@ from tests.harness import Memory
 from tests.results.conftest import pg_store_url
 from tests.results.support import recording_worker
 from tests.results.support import settled_record
+from tests.results.test_recording import handler
 from tests.support import Greet
 from tests.support import start
 from tests.support import wait_for
@@ -34,25 +34,6 @@ def pg() -> Iterator[PostgresJobStore]:
     yield store
     store.drop()
     store.close()
-
-
-def handler(job: Greet, ctx: JobContext) -> object:
-    if job.name == "flaky" and ctx.attempt == 1:
-        raise Retryable("flaky failure")
-    return {"hello": job.name}
-
-
-def test_a_worker_records_on_postgres(mem: Memory, pg: PostgresJobStore) -> None:
-    backend, producer, queues, clock = mem
-    recorder = JobRecorder(pg)
-    running = start(recording_worker(backend, queues, clock, handler, recorder), clock)
-    ok = producer.enqueue(Greet(name="ada"))
-    flaky = producer.enqueue(Greet(name="flaky"))
-    assert settled_record(pg, ok, clock, JobState.SUCCEEDED).result == {"hello": "ada"}
-    record = settled_record(pg, flaky, clock, JobState.SUCCEEDED)
-    running.stop()
-    assert [a.outcome for a in record.attempts] == [JobState.RETRYING, JobState.SUCCEEDED]
-    assert [r.job_id for r in pg.search(state=JobState.SUCCEEDED)] == [flaky, ok]
 
 
 def test_a_connection_lost_mid_run_is_counted_and_recovered(

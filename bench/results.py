@@ -1,0 +1,221 @@
+"""What recording costs the worker, and how soon ``wait()`` returns: the job store bench.
+
+    .venv/bin/python bench/results.py [--rounds 3] [--jobs 3000] [--work-ms 0]
+        [--pg URL | --no-pg]
+
+One process, the embedded backend (a SQLite file) and one worker of 8 job threads
+running a handler that returns a small result. Each round runs, in an order that
+rotates, recording off, recording into the broker's own file (the default on the
+embedded backend) and recording into PostgreSQL (a schema of its own, dropped after).
+A run enqueues ``--jobs`` jobs first, then times the worker from its start until every
+job is settled *and* every record written (the writer's lag is in the figure). Reported:
+jobs/s on the wall clock and per CPU second of the process (every thread: the writer's
+and SQLite's too), each with its ratio to "off" in the same round; the medians over
+rounds. Then ``wait()``: a job whose handler notes when it ends, and the time from that
+end to ``wait_for_record`` returning, over 50 jobs (median, 95th percentile, most).
+
+The target (issue 21): recording costs at most 15% of throughput; wait() returns within
+50 ms of the job's end. Writes bench/RESULTS_STORE.md (RESULTS_STORE_1ms.md with
+``--work-ms 1``: handlers that spend a millisecond of CPU each, a job that does
+something). The machine's load (``uptime``) is written beside the figures: re-run it on
+a quiet machine for figures to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+from queuey_core import Handler, Job, JobContext, Producer, QueueConfig, QueueSet, Worker
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.results import JobRecorder, JobStore, open_job_store, wait_for_record
+
+HERE = Path(__file__).parent
+QUEUE = "bench"
+THREADS = 8
+
+
+class Work(Job):
+    NAME: ClassVar[str] = "bench.results"
+    QUEUE: ClassVar[str] = QUEUE
+    n: int
+
+
+QUEUES = QueueSet([QueueConfig(QUEUE, prefetch=THREADS * 2)])
+
+
+def spin(seconds: float) -> None:
+    """Work the CPU for ``seconds`` (a handler that computes, not one that sleeps)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[str, float]:
+    """One timed run; the figures of it."""
+    backend = SqliteBackend(f"sqlite:///{db}")
+    producer = Producer(backend, QUEUES)
+    producer.enqueue_many([Work(n=i) for i in range(jobs)])
+    done = threading.Semaphore(0)
+
+    def handle(job: Work, ctx: JobContext) -> dict[str, int]:
+        if work:
+            spin(work)
+        done.release()
+        return {"n": job.n, "square": job.n * job.n}
+
+    store: JobStore | None = open_job_store(store_url) if store_url else None
+    recorder = JobRecorder(store) if store is not None else None
+    worker = Worker(
+        backend,
+        QUEUES,
+        [Handler(Work, handle)],
+        concurrency=THREADS,
+        hooks=[recorder] if recorder is not None else [],
+    )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    for _ in range(jobs):
+        done.acquire()
+    if recorder is not None:
+        recorder.flush(120)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    worker.handle.shutdown()
+    thread.join(60)
+    unrecorded = recorder.unrecorded if recorder is not None else 0
+    backend.close()
+    if store is not None:
+        drop = getattr(store, "drop", None)
+        if drop is not None:
+            drop()
+        store.close()
+    return {"wall_rate": jobs / wall, "cpu_rate": jobs / cpu, "unrecorded": unrecorded}
+
+
+def wait_latency(samples: int, db: Path) -> list[float]:
+    """Seconds from each job's end (its handler's return) to wait_for_record returning."""
+    backend = SqliteBackend(f"sqlite:///{db}")
+    store = open_job_store(f"sqlite:///{db}")
+    ended: dict[uuid.UUID, float] = {}
+
+    def handle(job: Work, ctx: JobContext) -> None:
+        time.sleep(0.02)  # a job that takes a moment, so wait() is already waiting
+        ended[ctx.job_id] = time.perf_counter()
+
+    worker = Worker(
+        backend, QUEUES, [Handler(Work, handle)], concurrency=2, hooks=[JobRecorder(store)]
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    producer = Producer(backend, QUEUES)
+    lags = []
+    for i in range(samples):
+        job_id = producer.enqueue(Work(n=i))
+        wait_for_record(store, job_id, timeout=30)
+        lags.append(time.perf_counter() - ended[job_id])
+    worker.handle.shutdown()
+    thread.join(60)
+    backend.close()
+    store.close()
+    return lags
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--no-pg", action="store_true")
+    parser.add_argument(
+        "--work-ms", type=float, default=0.0, help="CPU time each handler spends (default 0)"
+    )
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="queuey-results-bench-"))
+    kinds = ["off", "sqlite"] + ([] if args.no_pg else ["postgres"])
+    figures: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+    ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds if k != "off"}
+    load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    try:
+        for r in range(args.rounds):
+            order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
+            got: dict[str, dict[str, float]] = {}
+            for kind in order:
+                db = tmp / f"r{r}-{kind}.db"
+                url = {
+                    "off": None,
+                    "sqlite": f"sqlite:///{db}",
+                    "postgres": f"{args.pg}?schema=queuey_bench_{uuid.uuid4().hex[:10]}",
+                }[kind]
+                got[kind] = run(args.jobs, url, db, args.work_ms / 1000)
+                figures[kind].append(got[kind])
+                print(f"round {r + 1} {kind}: {got[kind]}", file=sys.stderr)
+            for kind, kept in ratios.items():
+                kept.append(
+                    (
+                        got[kind]["wall_rate"] / got["off"]["wall_rate"],
+                        got[kind]["cpu_rate"] / got["off"]["cpu_rate"],
+                    )
+                )
+        lags = sorted(wait_latency(50, tmp / "wait.db"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(args, load, figures, ratios, lags)
+
+
+def report(
+    args: Any,
+    load: str,
+    figures: dict[str, list[dict[str, float]]],
+    ratios: dict[str, list[tuple[float, float]]],
+    lags: list[float],
+) -> None:
+    med = statistics.median
+    lines = [
+        "# Job store: what recording costs (bench/results.py)",
+        "",
+        f"`{' '.join(sys.argv)}`: {args.rounds} rounds of {args.jobs} jobs, {THREADS} job "
+        f"threads, embedded backend, handlers spending {args.work_ms:g} ms of CPU. "
+        f"Load when it started: `{load}` "
+        f"({os.cpu_count()} CPUs). Medians over rounds; ratios are to recording off, "
+        "within each round (1.00 = no cost).",
+        "",
+        "| recording | jobs/s (wall) | ratio | jobs per CPU s | ratio | events lost |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind, runs in figures.items():
+        wall = med(f["wall_rate"] for f in runs)
+        cpu = med(f["cpu_rate"] for f in runs)
+        lost = sum(int(f["unrecorded"]) for f in runs)
+        if kind == "off":
+            lines.append(f"| off | {wall:,.0f} | 1.00 | {cpu:,.0f} | 1.00 | - |")
+        else:
+            rw = med(r[0] for r in ratios[kind])
+            rc = med(r[1] for r in ratios[kind])
+            lines.append(f"| {kind} | {wall:,.0f} | {rw:.2f} | {cpu:,.0f} | {rc:.2f} | {lost} |")
+    p95 = lags[int(len(lags) * 0.95) - 1]
+    lines += [
+        "",
+        f"`wait()` after the job's end, {len(lags)} jobs: median {med(lags) * 1000:.1f} ms, "
+        f"95th percentile {p95 * 1000:.1f} ms, most {lags[-1] * 1000:.1f} ms "
+        "(target: within 50 ms).",
+        "",
+    ]
+    text = "\n".join(lines)
+    name = "RESULTS_STORE.md" if not args.work_ms else f"RESULTS_STORE_{args.work_ms:g}ms.md"
+    (HERE / name).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

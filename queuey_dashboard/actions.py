@@ -28,6 +28,8 @@ from queuey_dashboard.state import WORKER_WINDOW
 
 #: The most handles one request may name (a page shows at most 500).
 MAX_HANDLES = 1000
+#: The largest form read: a thousand handles are well under it.
+MAX_BODY = 256 * 1024
 #: The event htmx fires after a write: every live part of the page refreshes at once.
 REFRESH_EVENT = "queuey-refresh"
 
@@ -42,6 +44,12 @@ def write(action: Action) -> Callable[[Request], Awaitable[Response]]:
         board = dashboard_of(request)
         if board.read_only:
             return error_page(request, 403, "this dashboard is read-only: writes are refused")
+        try:
+            length = int(request.headers.get("content-length") or 0)
+        except ValueError:
+            return error_page(request, 400, "unreadable Content-Length")
+        if length > MAX_BODY or "chunked" in request.headers.get("transfer-encoding", ""):
+            return error_page(request, 413, f"a form of at most {MAX_BODY // 1024} KiB")
         try:
             form = await request.form(max_files=0, max_fields=MAX_HANDLES + 10)
         except HTTPException as exc:

@@ -405,3 +405,14 @@ def test_a_configuration_at_odds_with_the_broker_is_a_409_with_its_line() -> Non
         assert answer.status_code == 409
         assert "exists with other settings" in answer.text
         assert "the broker:" not in answer.text
+
+
+def test_an_oversized_or_file_carrying_write_is_refused_before_it_is_read(board: Board) -> None:
+    token = board.csrf()
+    headers = {"X-CSRF-Token": token}
+    path = f"/queues/{ALPHA}/dead-letters/delete"
+    huge = board.client.post(path, data={"handle": "x" * 300_000}, headers=headers)
+    assert huge.status_code == 413
+    with_file = board.client.post(path, files={"handle": ("a.txt", b"x")}, headers=headers)
+    assert with_file.status_code == 400
+    no_trace(with_file.text)

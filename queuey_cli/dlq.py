@@ -275,6 +275,11 @@ def _requeue_some(
     moved = 0
     stuck: set[str] = set()
     homeless: dict[str, str] = {}
+    if len(names) == 1 and len(wanted) == 1 and names[0] != UNROUTABLE:
+        # The usual case, in one pass: the lookup only when it did not move (to say why).
+        moved = broker.requeue_dead_letters(names[0], sorted(wanted))
+        if moved:
+            return moved, set(), stuck, homeless
     for name in names:
         here = _present(broker, name, wanted)
         stuck |= {h for h, d in here.items() if isinstance(d, UndecodableDeadLetter)}
@@ -311,6 +316,10 @@ def delete(
     wanted = set(handles)
     deleted = 0
     try:
+        if len(names) == 1 and len(wanted) == 1:  # the usual case, in one pass
+            deleted = broker.delete_dead_letters(names[0], sorted(wanted))
+            wanted = set() if deleted else wanted
+            names = []
         for name in names:
             # Position handles ("#N") are found before anything goes.
             mine = set(_present(broker, name, wanted))

@@ -96,6 +96,7 @@ class Admin:
             except (
                 pika.exceptions.AMQPConnectionError,
                 pika.exceptions.ConnectionWrongStateError,
+                pika.exceptions.ChannelWrongStateError,
             ) as exc:
                 self._drop()
                 raise BackendError(

@@ -25,10 +25,13 @@ Must never: ack what it was not asked to remove, or hold a message past its chan
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Generator
+import time
+from collections.abc import Generator, Iterator
 from typing import Any, NamedTuple
 
+import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
@@ -71,21 +74,22 @@ class Pass(NamedTuple):
     messages: Generator[Held, None, None]
 
 
-def open_pass(ch: BlockingChannel, dlq: str, *, upto: int | None = None) -> Pass:
+def open_pass(ch: BlockingChannel, dlq: str, *, upto: int | None = None, after: int = 0) -> Pass:
     """Consume ``dlq`` from its head on ``ch``: at most ``upto`` messages, never more than
     it held when the pass began (what arrives later is behind them). They stay unacked
     until the caller acks them or the channel closes (which gives them back in order).
+    ``after``: how many an earlier pass on ``ch`` still holds (positions go on from it).
 
     Raises the broker's refusal (404) if ``dlq`` does not exist.
     """
     count = int(ch.queue_declare(dlq, passive=True).method.message_count)
     whole = upto is None or upto > HEAD
     want = count if whole else min(count, upto or 0)
-    return Pass(count, _messages(ch, dlq, want, whole=whole))
+    return Pass(count, _messages(ch, dlq, want, whole=whole, after=after))
 
 
 def _messages(
-    ch: BlockingChannel, dlq: str, want: int, *, whole: bool
+    ch: BlockingChannel, dlq: str, want: int, *, whole: bool, after: int
 ) -> Generator[Held, None, None]:
     if want <= 0:
         return
@@ -101,12 +105,14 @@ def _messages(
                     return
                 continue
             seen += 1
-            yield Held(method.delivery_tag, method.routing_key, props, body, seen)
+            yield Held(method.delivery_tag, method.routing_key, props, body, after + seen)
             if seen >= want:
                 return
     finally:
-        if whole and 0 < seen < want:
-            _receive_rest(ch, dlq, want - seen)
+        if whole and 0 < seen < want and ch.is_open:
+            # A channel that broke gives everything back by itself: nothing to do then.
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                _receive_rest(ch, dlq, want - seen)
 
 
 def _nothing_ready(ch: BlockingChannel, dlq: str) -> bool:
@@ -123,6 +129,39 @@ def _receive_rest(ch: BlockingChannel, dlq: str, left: int) -> None:
         left -= 1
         if left <= 0:
             return
+
+
+#: How long a command waits for another operator's command on the same dead letters.
+LOCK_WAIT = 600.0
+
+
+@contextlib.contextmanager
+def exclusive(ch: BlockingChannel, dlq: str) -> Iterator[None]:
+    """One command at a time on ``dlq``, whoever runs it: while it holds the lock (an
+    exclusive queue ``queuey.lock.<dlq>``, which the broker deletes if the connection
+    dies), another queuey command on the same dead letters waits.
+
+    Two passes at once would each see part of the queue, and a message one gives back
+    would reach the other behind later ones: a listing out of order.
+    """
+    name = f"queuey.lock.{dlq}"
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        holder = ch.connection.channel()
+        try:
+            holder.queue_declare(name, exclusive=True, auto_delete=True)
+            break
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code != 405 or time.monotonic() > deadline:  # RESOURCE_LOCKED
+                raise
+            time.sleep(0.2)
+    try:
+        yield
+    finally:
+        if holder.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                holder.queue_delete(name)
+                holder.close()
 
 
 def headers_of(props: BasicProperties) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
@@ -35,7 +36,9 @@ from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.dead_letter_pass import (
+    HEAD,
     Held,
+    exclusive,
     header_reason,
     may_be,
     open_pass,
@@ -76,6 +79,9 @@ def raw_dead_letter_pub(
     return check_encodable(Pub("", topology.dead_letter_name(queue), bytes(body), props))
 
 
+T = TypeVar("T")
+
+
 class RabbitDeadLetters(DeadLetterTools):
     """The dead-letter tools on the admin connection: one consume pass per command
     (:mod:`.dead_letter_pass`), moves in transactions (:mod:`.dead_letter_moves`).
@@ -97,7 +103,7 @@ class RabbitDeadLetters(DeadLetterTools):
             with contextlib.closing(open_pass(ch, dlq, upto=limit).messages) as messages:
                 return [dead_letter_at(held, dlq) for held in itertools.islice(messages, limit)]
 
-        return self._admin.run(work)
+        return self._admin.run(_locked(queue, work))
 
     def dead_letter_page(
         self,
@@ -129,24 +135,23 @@ class RabbitDeadLetters(DeadLetterTools):
                 return DeadLetterPage(page, count, following if following < count else None)
             return page_of(_kept(open_pass(ch, dlq).messages, dlq, wanted), offset, limit)
 
-        return self._admin.run(work)
+        return self._admin.run(_locked(queue, work))
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`: the pass stops at it, and decodes
-        only messages that may be it (:func:`may_be`)."""
+        """See :meth:`DeadLetterTools.get_dead_letter`: first in the head of the queue
+        (:data:`HEAD`: quick to read and to give back), then, if it is not there, in a
+        pass over the whole queue; only messages that may be it are decoded."""
 
         def work(ch: BlockingChannel) -> AnyDeadLetter | None:
             dlq = topology.holding_queue(queue)
-            with contextlib.closing(open_pass(ch, dlq).messages) as messages:
-                for held in messages:
-                    if (
-                        may_be(held, handle)
-                        and (dead := dead_letter_at(held, dlq)).handle == handle
-                    ):
-                        return dead
-            return None
+            count, messages = open_pass(ch, dlq, upto=HEAD)
+            found = _first(messages, dlq, handle)
+            if found is not None or count <= HEAD:
+                return found
+            # The head stays held: the whole queue goes back at once (quick, see HEAD).
+            return _first(open_pass(ch, dlq, after=HEAD).messages, dlq, handle)
 
-        return self._admin.run(work)
+        return self._admin.run(_locked(queue, work))
 
     def iter_dead_letters(
         self, queue: str, *, job_type: str | None = None, reason: str | None = None
@@ -155,7 +160,7 @@ class RabbitDeadLetters(DeadLetterTools):
         connection (and every message it read, on the broker) until the iterator ends
         or is closed; the client keeps none of them."""
         wanted = DeadLetterFilter(job_type, reason)
-        with self._admin.channel() as ch:
+        with self._admin.channel() as ch, exclusive(ch, topology.holding_queue(queue)):
             dlq = topology.holding_queue(queue)
             with contextlib.closing(open_pass(ch, dlq).messages) as messages:
                 yield from _kept(messages, dlq, wanted)
@@ -176,18 +181,22 @@ class RabbitDeadLetters(DeadLetterTools):
         """
         wanted = None if job_ids is None else set(job_ids)
         return self._admin.run(
-            lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at)
+            _locked(queue, lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at))
         )
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
-        return self._admin.run(lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
+        return self._admin.run(
+            _locked(queue, lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
+        )
 
     def purge_dead_letters(
         self, queue: str, *, progress: Callable[[int], None] | None = None
     ) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one ``queue.purge``."""
-        frame = self._admin.run(lambda ch: ch.queue_purge(topology.holding_queue(queue)))
+        frame = self._admin.run(
+            _locked(queue, lambda ch: ch.queue_purge(topology.holding_queue(queue)))
+        )
         purged = int(frame.method.message_count)
         if progress is not None:
             progress(purged)
@@ -203,6 +212,25 @@ def _kept(
             dead = dead_letter_at(held, dlq)
             if wanted.keeps(dead):
                 yield dead
+
+
+def _locked(queue: str, work: Callable[[BlockingChannel], T]) -> Callable[[BlockingChannel], T]:
+    """``work`` holding the lock on the dead letters of ``queue`` (:func:`exclusive`)."""
+
+    def locked(ch: BlockingChannel) -> T:
+        with exclusive(ch, topology.holding_queue(queue)):
+            return work(ch)
+
+    return locked
+
+
+def _first(messages: Generator[Held, None, None], dlq: str, handle: str) -> AnyDeadLetter | None:
+    """The first dead letter of a pass listed under ``handle``; the pass is closed."""
+    with contextlib.closing(messages):
+        for held in messages:
+            if may_be(held, handle) and (dead := dead_letter_at(held, dlq)).handle == handle:
+                return dead
+    return None
 
 
 def dead_letter_at(held: Held, dlq: str) -> AnyDeadLetter:

@@ -147,7 +147,7 @@ def enqueue(
         sent = _enqueue_raw(
             settings, queue_set, job_type, payload, queue, seconds, priority, chosen
         )
-        after_enqueue(store, sent, job_type, queue, waiting)
+        after_enqueue(settings, store, sent, job_type, queue, waiting)
         return
     models = {d.handler.job_type.NAME: d.handler.job_type for d in st.handlers(queue_set)}
     model = models.get(job_type)
@@ -174,7 +174,7 @@ def enqueue(
 
     if file is None:
         sent = _enqueue_one(settings, queue_set, lines[0], seconds, priority)
-        after_enqueue(store, sent, job_type, model.QUEUE, waiting)
+        after_enqueue(settings, store, sent, job_type, model.QUEUE, waiting)
         return
     run = Run(file, lines)
     try:

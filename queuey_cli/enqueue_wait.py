@@ -56,28 +56,34 @@ def wait_options(wait: bool, timeout: str | None, *, single: bool) -> Waiting:
 
 
 def store_before_enqueue(settings: Settings, waiting: Waiting) -> JobStore | None:
-    """The job store to record in (None without one); ``--wait`` without one is a usage
-    error, raised before the job is enqueued. Without ``--wait``, a store that cannot be
-    reached is warned about and the job enqueued all the same."""
+    """With ``--wait``, the job store, opened before the job is enqueued (none
+    configured is a usage error, one that cannot be reached a failure: nothing is sent).
+    Without it, None: :func:`after_enqueue` opens the store once the job is sent."""
+    if not waiting.wait:
+        return None
     if results_url(settings) is None:
-        if waiting.wait:
-            raise usage(f"--wait: {NO_STORE}")
-        return None
-    if waiting.wait:
-        return store_for(settings)
-    try:
-        return store_for(settings)
-    except QueueyError as exc:
-        warn(f"the job will not be recorded as queued: {exc}")
-        return None
+        raise usage(f"--wait: {NO_STORE}")
+    return store_for(settings)
 
 
 def after_enqueue(
-    store: JobStore | None, job_id: uuid.UUID, job_type: str, queue: str, waiting: Waiting
+    settings: Settings,
+    store: JobStore | None,
+    job_id: uuid.UUID,
+    job_type: str,
+    queue: str,
+    waiting: Waiting,
 ) -> None:
-    """Record the job as queued, then (``--wait``) wait for it and exit by its outcome."""
+    """Record the job as queued (a store that cannot be reached is a warning: the job is
+    enqueued), then, with ``--wait``, wait for it and exit by its outcome."""
     if store is None:
-        return
+        if results_url(settings) is None:
+            return
+        try:
+            store = store_for(settings)
+        except QueueyError as exc:
+            warn(f"the job was enqueued but not recorded as queued: {exc}")
+            return
     try:
         record_enqueued(store, [(job_id, job_type, queue)])
         if not waiting.wait:

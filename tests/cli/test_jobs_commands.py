@@ -84,9 +84,9 @@ def test_a_worker_started_after_the_cancel_never_runs_the_job(
 def test_a_running_job_stops_when_cancelled(project: Project, started: Start) -> None:
     started(project.start("worker"))
     job_id = project.run("enqueue", "nap", '{"seconds": 600}').stdout.strip()
-    wait(lambda: state_of(project, job_id) == "running", "the nap starts")
+    wait(lambda: state_of(project, job_id) == "running", "the nap starts", timeout=90)
     project.run("cancel", job_id)
-    wait(lambda: state_of(project, job_id) == "cancelled", "the nap stops")
+    wait(lambda: state_of(project, job_id) == "cancelled", "the nap stops", timeout=90)
     record = project.json("job", job_id)
     assert isinstance(record, dict)
     assert [a["outcome"] for a in record["attempts"]] == ["cancelled"]
@@ -95,7 +95,7 @@ def test_a_running_job_stops_when_cancelled(project: Project, started: Start) ->
 def test_a_worker_killed_mid_run_leaves_both_attempts(project: Project, started: Start) -> None:
     first = started(project.start("worker"))
     job_id = project.run("enqueue", "nap", '{"seconds": 3}').stdout.strip()
-    wait(lambda: state_of(project, job_id) == "running", "the nap starts")
+    wait(lambda: state_of(project, job_id) == "running", "the nap starts", timeout=90)
     first.kill()  # kill -9: no settle, no record of the end
     first.wait(10)
     started(project.start("worker"))

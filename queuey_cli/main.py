@@ -37,6 +37,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "schedules": ("queuey_cli.scheduler", "schedules_app"),
     "workers": ("queuey_cli.workers", "app"),
     "migrate": ("queuey_cli.migrate", "migrate"),
+    "dashboard": ("queuey_cli.dashboard", "dashboard"),
 }
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from queuey_cli.output import Column
 from queuey_core.backends.capabilities import Inspectable, Inspection
+from queuey_core.queue_counts import look
 from queuey_core.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,24 +48,8 @@ class Sample:
 
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
-    inspection = broker.inspect(names)
-    if settings.broker.is_embedded():
-        from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
-        from queuey_core.management_api import Unacked  # noqa: PLC0415
-
-        assert isinstance(broker, SqliteBackend)
-        running = {name: c[0].leased for name, c in broker.counts(names).items()}
-        return Sample(monotonic(), inspection, Unacked(running), embedded=True)
-    # Imported here: the management-API client is for this command alone, not the worker.
-    from queuey_core.management_api import unacked  # noqa: PLC0415
-
-    management = settings.broker.management_url
-    found = unacked(
-        management.get_secret_value() if management is not None else None,
-        settings.broker.urls(),
-        names,
-    )
-    return Sample(monotonic(), inspection, found)
+    found = look(broker, settings, names)
+    return Sample(monotonic(), found.inspection, found.unacked, embedded=found.embedded)
 
 
 def records(sample: Sample) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from queuey_core.control import (
 from queuey_core.limits import check_positive
 from queuey_core.logs import escape_controls
 from queuey_core.settings import duration
+from queuey_core.text import short_duration
 
 app = typer.Typer(
     help="Live workers: list them (--json for scripts), or shut some down.",
@@ -196,7 +197,7 @@ def _show(found: list[WorkerStatus]) -> None:
                 s.dead_lettered,
                 s.settle_failures,
                 s.stuck_job_threads,
-                _uptime(s.uptime),
+                short_duration(s.uptime),
             )
         out.print(t)
         return
@@ -206,16 +207,3 @@ def _show(found: list[WorkerStatus]) -> None:
         lines.append("\t".join(escape_controls(data[field]) for field in FIELDS))
     # Straight to the file: Rich would turn the tabs into spaces.
     out.file.write("\n".join(lines) + "\n")
-
-
-def _uptime(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"

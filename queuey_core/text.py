@@ -3,7 +3,8 @@
 Owns: escaping untrusted text to printable ASCII (:func:`ascii_printable`,
 :func:`ascii_error_text` for an exception), the preview
 of a body that is not an envelope (:func:`body_preview`), and which message ids may
-serve as a dead letter's handle (:func:`message_handle`). The command line's
+serve as a dead letter's handle (:func:`message_handle`); a duration in a few characters
+(:func:`short_duration`, a worker's uptime). The command line's
 ``queuey_cli.output`` has its own escaping for a terminal (it keeps non-ASCII text);
 these keep only ASCII, so that what they return encodes anywhere (AMQP headers too).
 """
@@ -55,3 +56,17 @@ def message_handle(message_id: object) -> str | None:
     ):
         return message_id
     return None
+
+
+def short_duration(seconds: float) -> str:
+    """``seconds`` in two units at most: ``45s``, ``3m07s``, ``2h05m``, ``4d03h``."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"

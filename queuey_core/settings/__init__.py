@@ -14,6 +14,7 @@ where they come in: a retry delay beyond the delay ladder or a prefetch of 0 is 
 
 from __future__ import annotations
 
+from queuey_core.settings.dashboard import DashboardSettings
 from queuey_core.settings.durations import Delay, Duration, Timeout, duration
 from queuey_core.settings.loading import Settings, find_config, load_settings
 from queuey_core.settings.results import NO_STORE, ResultsSettings
@@ -34,6 +35,7 @@ __all__ = [
     "NO_STORE",
     "BrokerSettings",
     "ControlSettings",
+    "DashboardSettings",
     "Delay",
     "Duration",
     "QueueSettings",

@@ -26,6 +26,7 @@ from pydantic_settings import (
 from queuey_core.environment import warn_unknown_variables
 from queuey_core.errors import ConfigError
 from queuey_core.queues import QueueConfig, QueueSet
+from queuey_core.settings.dashboard import DashboardSettings
 from queuey_core.settings.results import ResultsSettings
 from queuey_core.settings.sections import (
     BrokerSettings,
@@ -65,6 +66,7 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     control: ControlSettings = ControlSettings()
+    dashboard: DashboardSettings = DashboardSettings()
     results: ResultsSettings = ResultsSettings()
 
     @classmethod

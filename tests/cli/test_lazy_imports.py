@@ -67,6 +67,7 @@ COMMANDS = [
     "schedules",
     "workers",
     "migrate",
+    "dashboard",
 ]
 
 

@@ -31,134 +31,23 @@ See ``docs/backends.md``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeGuard, TypeVar, runtime_checkable
 
-from queuey_core.envelope import EncodedEnvelope, Envelope
+# Re-exported: the dead-letter capability lives in a module of its own, and callers
+# keep asking for it here beside the others.
+from queuey_core.backends.dead_letter_tools import AnyDeadLetter as AnyDeadLetter  # noqa: PLC0414
+from queuey_core.backends.dead_letter_tools import DeadLetter as DeadLetter  # noqa: PLC0414
+from queuey_core.backends.dead_letter_tools import DeadLetterPage as DeadLetterPage  # noqa: PLC0414
+from queuey_core.backends.dead_letter_tools import DeadLetterTools as DeadLetterTools  # noqa: PLC0414
+from queuey_core.backends.dead_letter_tools import UndecodableDeadLetter as UndecodableDeadLetter  # noqa: PLC0414
+from queuey_core.envelope import EncodedEnvelope
 from queuey_core.errors import BackendError, MissingCapabilityError
 
 if TYPE_CHECKING:
     from queuey_core.schedules.election import Election
     from queuey_core.schedules.state import ScheduleState
-
-# -- dead letters ----------------------------------------------------------------------
-
-
-class DeadLetter(NamedTuple):
-    """A dead-lettered envelope with why and when (ms since the epoch) it died.
-
-    ``reason`` is "unknown" and ``dead_at`` None when the message carries no readable
-    header for them. ``handle`` reaches it in :meth:`DeadLetterTools.delete_dead_letters`:
-    its job id.
-    """
-
-    envelope: Envelope
-    reason: str
-    dead_at: int | None
-    handle: str
-
-
-class UndecodableDeadLetter(NamedTuple):
-    """A message of a dead-letter queue that is not a queuey envelope.
-
-    It can be listed and deleted, never requeued (it would be refused again).
-    ``preview`` is the start of its body, escaped to printable ASCII; ``error`` says why
-    it is not an envelope. ``handle`` is its message id when it has a printable one,
-    else ``#N``, its position in the dead-letter queue (1 for the oldest) when listed.
-    """
-
-    preview: str
-    error: str
-    reason: str
-    dead_at: int | None
-    handle: str
-
-
-#: Anything a dead-letter queue holds.
-AnyDeadLetter = DeadLetter | UndecodableDeadLetter
-
-
-class DeadLetterPage(NamedTuple):
-    """One page of a dead-letter queue, oldest first, as a filter sees it.
-
-    ``total`` is how many dead letters match the filter (all of them without one);
-    ``next_offset`` is the offset of the next page, None on the last one.
-    """
-
-    letters: list[AnyDeadLetter]
-    total: int
-    next_offset: int | None
-
-
-@runtime_checkable
-class DeadLetterTools(Protocol):
-    """A backend whose dead-letter queues can be listed and worked on (``queuey dlq``)."""
-
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """Every dead letter of ``queue``, undecodable ones too, oldest first.
-
-        Nothing is removed or reordered.
-        """
-
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Send dead letters (all, or those ids) back to ``queue`` at attempt 1; how many.
-
-        Undecodable ones are never requeued: they stay where they are. ``progress``,
-        when given, is called with how many moved so far, now and then. Interrupted
-        (:class:`~queuey_core.errors.DeadLetterMoveError`), it says how many moved.
-        """
-
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
-        """Delete the dead letters of ``queue`` with those handles; how many.
-
-        The others stay, in order. A position handle (``#N``) means the position at the
-        time of the call.
-        """
-
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
-        """Delete every dead letter of ``queue``; how many.
-
-        ``progress``, when given, is called with how many went so far, now and then.
-        """
-
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        """The ``limit`` dead letters after the first ``offset`` of those matching.
-
-        ``job_type`` keeps envelopes of that job type only (undecodable ones have none);
-        ``reason`` keeps those whose reason contains it, ignoring ASCII case. Offsets
-        count matching dead letters, oldest first, at the time of the call. Nothing is
-        removed or reordered.
-        """
-
-    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """The dead letter of ``queue`` with that handle (job id, message id or ``#N``)."""
-
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """Every matching dead letter, oldest first, a few at a time (constant memory).
-
-        Filters as in :meth:`dead_letter_page`. Close the iterator (or exhaust it) to
-        let go of what the backend holds for it; nothing is removed or reordered.
-        """
-
 
 # -- inspection ------------------------------------------------------------------------
 

@@ -105,7 +105,11 @@ def apply(
             q(
                 insert + "DO UPDATE SET state = excluded.state, "
                 "result = COALESCE(excluded.result, {jobs}.result), error = excluded.error, "
-                "updated_at = excluded.updated_at WHERE {jobs}.updated_at <= excluded.updated_at"
+                "updated_at = excluded.updated_at "
+                # A producer records "queued" after its publish, so its clock may read
+                # later than a worker that already took the job: a worker's event
+                # always replaces "queued", whatever the two clocks say.
+                "WHERE {jobs}.state = 'queued' OR {jobs}.updated_at <= excluded.updated_at"
             ),
             folded.jobs,
         )

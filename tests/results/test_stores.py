@@ -63,6 +63,28 @@ def test_a_late_queued_event_never_moves_a_job_back(store: JobStore) -> None:
     assert record.state is JobState.RUNNING, "an older event must not replace a newer state"
 
 
+def test_a_worker_event_replaces_queued_whatever_the_clocks_say(store: JobStore) -> None:
+    # The producer records "queued" after its publish: a worker may have taken the job
+    # (and finished it) by a clock that reads earlier than the producer's.
+    running, done = uuid.uuid4(), uuid.uuid4()
+    t = _now()
+    store.write([_event(running, JobState.QUEUED, t + 50), _event(done, JobState.QUEUED, t + 50)])
+    store.write(
+        [
+            _event(running, JobState.RUNNING, t, attempt=1, host="a", pid=1),
+            _event(done, JobState.RUNNING, t, attempt=1, host="a", pid=1),
+        ]
+    )
+    store.write([_event(done, JobState.SUCCEEDED, t + 1, attempt=1, host="a", pid=1)])
+    found = store.get(running)
+    assert found is not None
+    assert found.state is JobState.RUNNING
+    finished = store.get(done)
+    assert finished is not None
+    assert finished.state is JobState.SUCCEEDED
+    assert [a.outcome for a in finished.attempts] == [JobState.SUCCEEDED]
+
+
 def test_a_worker_killed_mid_run_leaves_an_open_attempt_beside_the_next(store: JobStore) -> None:
     job, t = uuid.uuid4(), _now()
     store.write(

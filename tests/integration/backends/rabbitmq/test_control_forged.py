@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import pika
@@ -78,6 +79,11 @@ def workers() -> Iterator[list[tuple[Worker, RabbitMQBackend]]]:
 
 
 def control_link(backend: RabbitMQBackend) -> ControlLink:
+    # The worker thread opens its control link as it starts, after its queues (and
+    # since cancels, its cancel watch): the fixture does not wait for that.
+    deadline = time.monotonic() + 30
+    while not backend._controls and time.monotonic() < deadline:
+        time.sleep(0.02)
     links = backend._controls
     assert len(links) == 1
     return links[0]

@@ -39,7 +39,7 @@ BETA = "dash.ui.beta"
 
 def chromium_path() -> str:
     """Where Chromium is: found, unpacked or installed by scripts/ensure-browser."""
-    given = os.environ.get("QUEUEY_CHROMIUM")
+    given = os.environ.get("QUEUEY_TEST_CHROMIUM")
     if given and os.access(given, os.X_OK):
         return given
     done = subprocess.run(

@@ -89,7 +89,7 @@ def test_the_overview_count_changes_after_an_enqueue_without_a_reload(
 
     expect(ready).to_have_text("3")
     assert page.evaluate("window.__same_page") is True, "updated in place, not reloaded"
-    if os.environ.get("QUEUEY_SCREENSHOT") == "1":
+    if os.environ.get("QUEUEY_TEST_SCREENSHOT") == "1":
         try:
             shoot(page, rabbit, producer)
         finally:

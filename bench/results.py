@@ -61,6 +61,28 @@ def spin(seconds: float) -> None:
         pass
 
 
+class Discard:
+    """A store that keeps nothing: what the hooks and the writer cost, without a database."""
+
+    def write(self, events: object) -> None:
+        """Take a batch and drop it."""
+
+    def get(self, job_id: object) -> None:
+        """Nothing is kept."""
+
+    def search(self, **filters: object) -> list[Any]:
+        """Nothing is kept."""
+        return []
+
+    @property
+    def closed(self) -> bool:
+        """Never closed."""
+        return False
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[str, float]:
     """One timed run; the figures of it."""
     backend = SqliteBackend(f"sqlite:///{db}")
@@ -74,7 +96,9 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
         done.release()
         return {"n": job.n, "square": job.n * job.n}
 
-    store: JobStore | None = open_job_store(store_url) if store_url else None
+    store: JobStore | None = (
+        Discard() if store_url == "discard" else open_job_store(store_url) if store_url else None
+    )
     recorder = JobRecorder(store) if store is not None else None
     worker = Worker(
         backend,

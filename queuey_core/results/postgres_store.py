@@ -97,7 +97,7 @@ class PostgresJobStore:
             conn = self._connection()
             with conn.transaction():
                 with conn.cursor() as cursor:
-                    sql.apply(conn.execute, cursor.executemany, self._dialect, events)
+                    sql.apply_columns(conn.execute, cursor.executemany, self._dialect, events)
                 if (
                     self._written == 0
                     or self._written // sql.EXPIRE_EVERY

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -42,6 +42,15 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=
 #: Seconds the writer lets events gather after a write, unless a batch is full.
 LINGER = 0.01
 
+_STATES = {
+    "started": JobState.RUNNING,
+    "succeeded": JobState.SUCCEEDED,
+    "failed": JobState.RETRYING,
+    "deferred": JobState.DEFERRED,
+    "dead_lettered": JobState.DEAD_LETTERED,
+    "cancelled": JobState.CANCELLED,
+}
+
 #: Seconds between two log lines about events that could not be recorded.
 _LOG_EVERY = 30.0
 
@@ -63,6 +72,10 @@ def encode_result(value: object, limit: int) -> tuple[str | None, str]:
 
 class JobRecorder(WorkerHooks):
     """Records every job a worker runs in ``store``: give it to ``Worker(hooks=[...])``.
+
+    A worker hands it each event through :meth:`job_event` (``takes_envelopes``), so
+    no :class:`JobInfo` is built for it; the ``on_job_*`` methods do the same for
+    callers that have a JobInfo.
 
     A job thread only appends its event to a deque (no lock; the writer is woken only
     when it sleeps); one writer thread takes up to ``batch`` events at a time and writes
@@ -89,7 +102,11 @@ class JobRecorder(WorkerHooks):
         self._store: JobStore | None = store if isinstance(store, JobStore) else None
         self._open = None if isinstance(store, JobStore) else store
         self._limit = max_result_size
-        self._events: collections.deque[JobEvent] = collections.deque()
+        # (JobInfo or envelope, state, at ms, error, result JSON, ran): made JobEvents
+        # by the writer, so a job thread builds no object of its own per event.
+        self._events: collections.deque[tuple[Any, JobState, int, str, str | None, bool]] = (
+            collections.deque()
+        )
         self._capacity = capacity
         self._batch = batch
         self._host = socket.gethostname()
@@ -118,6 +135,8 @@ class JobRecorder(WorkerHooks):
         """Events the store took so far."""
         return self._written
 
+    takes_envelopes = True
+
     # -- hooks -------------------------------------------------------------------------
 
     def on_worker_starting(self, worker: RunningWorker) -> None:
@@ -140,23 +159,23 @@ class JobRecorder(WorkerHooks):
         text, why = encode_result(job.result, self._limit)
         if why:
             logger.error("%s", why, extra={"job_id": str(job.job_id), "job_type": job.job_type})
-        self._put(job, JobState.SUCCEEDED, error=why, result=text)
+        self._put(job, JobState.SUCCEEDED, why, text)
 
     def on_job_failed(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        self._put(job, JobState.RETRYING, error=job.error)
+        self._put(job, JobState.RETRYING, job.error)
 
     def on_job_deferred(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        self._put(job, JobState.DEFERRED, error=job.reason)
+        self._put(job, JobState.DEFERRED, job.reason)
 
     def on_job_dead_lettered(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        self._put(job, JobState.DEAD_LETTERED, error=job.reason, ran=job.duration is not None)
+        self._put(job, JobState.DEAD_LETTERED, job.reason, None, job.duration is not None)
 
     def on_job_cancelled(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
-        self._put(job, JobState.CANCELLED, error=job.reason, ran=job.duration is not None)
+        self._put(job, JobState.CANCELLED, job.reason, None, job.duration is not None)
 
     # -- the writer ----------------------------------------------------------------------
 
@@ -201,36 +220,41 @@ class JobRecorder(WorkerHooks):
         self._wake.set()
         thread.join(timeout)
 
+    def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
+        """What a worker calls instead of the ``on_job_*`` methods (``takes_envelopes``):
+        the event is kept as a tuple with the envelope, and made a :class:`JobEvent` on
+        the writer's thread; only a result is encoded here, while it is the handler's."""
+        state = _STATES.get(event)
+        if state is None:
+            return  # timed out: its outcome's event follows
+        if result is not None:
+            encoded, why = encode_result(result, self._limit)
+            if why:
+                logger.error(
+                    "%s",
+                    why,
+                    extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
+                )
+                text = why
+            self._put(envelope, state, text, encoded, ran)
+        else:
+            self._put(envelope, state, text, None, ran)
+
     def _put(
         self,
-        job: JobInfo,
+        job: Any,
         state: JobState,
-        *,
         error: str = "",
         result: str | None = None,
         ran: bool = True,
     ) -> None:
+        """``job``: a JobInfo or an envelope (both have the fields a JobEvent takes)."""
         if len(self._events) >= self._capacity:
             with self._lock:
                 self._dropped += 1
             self._log_lost(1, "the job store's queue is full (the store is slow or down)")
             return
-        self._events.append(
-            JobEvent(
-                job.job_id,
-                job.job_type,
-                job.queue,
-                state,
-                int(time.time() * 1000),
-                job.enqueued_at,
-                job.attempt,
-                self._host,
-                self._pid,
-                error,
-                result,
-                ran,
-            )
-        )
+        self._events.append((job, state, int(time.time() * 1000), error, result, ran))
         if self._asleep:
             self._wake.set()
 
@@ -238,9 +262,9 @@ class JobRecorder(WorkerHooks):
         events = self._events
         while True:
             with self._lock:
-                batch = [events.popleft() for _ in range(min(self._batch, len(events)))]
-                self._taken += len(batch)
-            if not batch:
+                taken = [events.popleft() for _ in range(min(self._batch, len(events)))]
+                self._taken += len(taken)
+            if not taken:
                 if self._stopping:
                     return
                 self._asleep = True
@@ -249,6 +273,24 @@ class JobRecorder(WorkerHooks):
                 self._asleep = False
                 self._wake.clear()
                 continue
+            host, pid = self._host, self._pid
+            batch = [
+                JobEvent(
+                    j.job_id,
+                    j.job_type,
+                    j.queue,
+                    state,
+                    at,
+                    j.enqueued_at,
+                    j.attempt,
+                    host,
+                    pid,
+                    error,
+                    result,
+                    ran,
+                )
+                for j, state, at, error, result, ran in taken
+            ]
             try:
                 self._opened().write(batch)
             except Exception as exc:

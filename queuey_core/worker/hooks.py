@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from queuey_core.backends.base import Backend, Delivery
 from queuey_core.clock import Clock
@@ -51,6 +51,22 @@ class RunningWorker(Protocol):
     @property
     def job_types(self) -> frozenset[str]:
         """The job types it has a handler for."""
+
+
+class EnvelopeSink(Protocol):
+    """A hook that takes job events as the envelope itself (the job store's recorder),
+    so that no :class:`JobInfo` is built for it: a worker calls this for every job.
+
+    A hook is taken as a sink when it has ``takes_envelopes = True``; its ``on_job_*``
+    methods are then not called by a worker (they stay for callers of their own).
+    """
+
+    takes_envelopes: bool
+
+    def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
+        """``event`` is the ``on_job_*`` name without its prefix (``started``,
+        ``succeeded``, ...); ``text`` the error (failed) or the reason (the others);
+        ``ran``: the handler ran; ``result`` what it returned (succeeded only)."""
 
 
 class EventCounts(Protocol):
@@ -169,10 +185,20 @@ class HookRunner:
         self._clock = clock
         self._counts = counts
         self._lock = threading.Lock()
-        self._calls = {name: _overriding(self._hooks, name) for name in _EVENTS}
+        sinks = [h for h in self._hooks if getattr(h, "takes_envelopes", False) is True]
+        self._sinks = tuple(cast(EnvelopeSink, h) for h in sinks)
+        others = tuple(h for h in self._hooks if not any(h is s for s in sinks))
+        self._calls = {
+            name: _overriding(self._hooks if name in _WORKER_EVENTS else others, name)
+            for name in _EVENTS
+        }
         # Timing is needed as soon as a job event has a hook: durations, and whether a
         # job ran for the counts.
-        self._timed = counts is not None or any(self._calls[name] for name in _JOB_EVENTS)
+        self._timed = (
+            counts is not None
+            or bool(self._sinks)
+            or any(self._calls[name] for name in _JOB_EVENTS)
+        )
         # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
         # cannot be another's while the entry stands.
         self._running: dict[int, tuple[Delivery, float]] = {}
@@ -212,31 +238,30 @@ class HookRunner:
             self._running[id(delivery)] = (delivery, self._clock.monotonic())
         if self._calls["on_job_started"]:
             self._call_all("on_job_started", self._info(delivery))
+        if self._sinks:
+            self._sink("started", delivery, True, "", None)
         if self._counts is not None:
             self._counts.count("started", ran=True)
 
     def succeeded(self, delivery: Delivery, result: object = None) -> None:
         if self._timed:
-            if result is None:
-                self._ended("on_job_succeeded", delivery)
-            else:
-                self._ended("on_job_succeeded", delivery, result=result)
+            self._ended("succeeded", delivery, "", "", None, result)
 
     def failed(self, delivery: Delivery, error: str, delay: float) -> None:
         if self._timed:
-            self._ended("on_job_failed", delivery, error=error, delay=delay)
+            self._ended("failed", delivery, error, "", delay)
 
     def deferred(self, delivery: Delivery, reason: str, delay: float) -> None:
         if self._timed:
-            self._ended("on_job_deferred", delivery, reason=reason, delay=delay)
+            self._ended("deferred", delivery, "", reason, delay)
 
     def dead_lettered(self, delivery: Delivery, reason: str, error: str = "") -> None:
         if self._timed:
-            self._ended("on_job_dead_lettered", delivery, reason=reason, error=error)
+            self._ended("dead_lettered", delivery, error, reason)
 
     def cancelled(self, delivery: Delivery, reason: str) -> None:
         if self._timed:
-            self._ended("on_job_cancelled", delivery, reason=reason)
+            self._ended("cancelled", delivery, "", reason)
 
     def timed_out(self, delivery: Delivery, error: str) -> None:
         """The job timed out; unlike the outcomes, this does not end its timing."""
@@ -267,14 +292,45 @@ class HookRunner:
             **extra,
         )
 
-    def _ended(self, method: str, delivery: Delivery, **extra: Any) -> None:
+    def _ended(
+        self,
+        event: str,
+        delivery: Delivery,
+        error: str,
+        reason: str,
+        delay: float | None = None,
+        result: object = None,
+    ) -> None:
         with self._lock:
             entry = self._running.pop(id(delivery), None)
+        method = "on_job_" + event
         if self._calls[method]:
             duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
-            self._call_all(method, self._info(delivery, duration, **extra))
+            info = self._info(
+                delivery, duration, error=error, reason=reason, delay=delay, result=result
+            )
+            self._call_all(method, info)
+        if self._sinks:
+            text = error if event == "failed" else reason
+            self._sink(event, delivery, entry is not None, text, result)
         if self._counts is not None:
-            self._counts.count(method.removeprefix("on_job_"), ran=entry is not None)
+            self._counts.count(event, ran=entry is not None)
+
+    def _sink(self, event: str, delivery: Delivery, ran: bool, text: str, result: object) -> None:
+        envelope = delivery.envelope
+        for sink in self._sinks:
+            try:
+                sink.job_event(event, envelope, ran, text, result)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # a hook must never break the worker or the job
+                logger.error(
+                    "hook %s.job_event(%s) failed; ignored",
+                    type(sink).__qualname__,
+                    event,
+                    extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
+                    exc_info=True,
+                )
 
     def _call_all(self, method: str, arg: object) -> None:
         for hook in self._calls[method]:
@@ -302,13 +358,13 @@ _JOB_EVENTS = (
     "on_job_timed_out",
     "on_job_cancelled",
 )
-_EVENTS = (
+_WORKER_EVENTS = (
     "on_worker_starting",
     "on_worker_consuming",
     "on_worker_draining",
     "on_worker_stopped",
-    *_JOB_EVENTS,
 )
+_EVENTS = (*_WORKER_EVENTS, *_JOB_EVENTS)
 
 
 def _overriding(hooks: tuple[WorkerHooks, ...], name: str) -> tuple[WorkerHooks, ...]:

@@ -166,3 +166,41 @@ def test_an_unreachable_postgres_is_one_line_without_the_password() -> None:
     text = str(caught.value)
     assert "hunter2" not in text
     assert "\n" not in text
+
+
+def test_a_large_batch_keeps_every_job_and_attempt_in_order(store: JobStore) -> None:
+    # PostgreSQL writes a batch as one statement per table (arrays, unnest): every row,
+    # NULLs, quotes and non-ASCII text must come through, and ids keep the start order.
+    t = _now()
+    jobs = [uuid.uuid4() for _ in range(300)]
+    first: list[JobEvent] = []
+    for n, job_id in enumerate(jobs):
+        first.append(_event(job_id, JobState.QUEUED, t))
+        first.append(_event(job_id, JobState.RUNNING, t + 1, host="h", pid=1, attempt=1))
+        if n % 2:
+            result = None if n % 3 else f'{{"n": {n}, "s": "\\"é, {{}}"}}'
+            first.append(_event(job_id, JobState.SUCCEEDED, t + 2, host="h", pid=1, result=result))
+    store.write(first)
+    # The others fail in a later batch, and run again.
+    second: list[JobEvent] = []
+    for job_id in jobs[::2]:
+        second.append(
+            _event(job_id, JobState.RETRYING, t + 3, host="h", pid=1, error='it\'s "bad"')
+        )
+        second.append(_event(job_id, JobState.RUNNING, t + 4, host="h", pid=1, attempt=2))
+    store.write(second)
+
+    for n, job_id in enumerate(jobs):
+        record = store.get(job_id)
+        assert record is not None
+        if n % 2:
+            assert record.state is JobState.SUCCEEDED
+            assert len(record.attempts) == 1
+            assert record.attempts[0].outcome is JobState.SUCCEEDED
+            assert record.result == (None if n % 3 else {"n": n, "s": '"é, {}'})
+        else:
+            assert record.state is JobState.RUNNING
+            assert [a.number for a in record.attempts] == [1, 2], "in the order they started"
+            assert record.attempts[0].outcome is JobState.RETRYING
+            assert record.attempts[0].error == 'it\'s "bad"'
+            assert record.attempts[1].ended_at is None

@@ -55,7 +55,9 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API runs an event loop on this thread
+# until it is closed, and every later test that calls asyncio.run() would find it running.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     path = chromium_path()
     with sync_playwright() as p:

@@ -44,11 +44,7 @@ from queuey_core.backends.rabbitmq.admin import (
 from queuey_core.backends.rabbitmq.cancels import StreamCancels
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
-from queuey_core.backends.rabbitmq.dead_letters import (
-    RabbitDeadLetters,
-    dead_letter_pub,
-    raw_dead_letter_pub,
-)
+from queuey_core.backends.rabbitmq.dead_letters import RabbitDeadLetters
 from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.messages import Pub, properties
@@ -198,26 +194,6 @@ class RabbitMQBackend(
         """See :meth:`Backend.defer`."""
         self.publish(envelope, delay=delay)
 
-    def publish_dead_letter(
-        self, envelope: Envelope, reason: str, *, queue: str | None = None
-    ) -> None:
-        """Publish ``envelope`` to the dead-letter queue of ``queue``, with why, when, attempt.
-
-        ``queue`` is the queue the envelope was delivered from (by default the one it
-        names). Raises before anything is sent if the message could not be encoded.
-        """
-        self._publishing.send([dead_letter_pub(envelope, reason, queue=queue)])
-
-    def publish_raw_dead_letter(
-        self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
-    ) -> None:
-        """The poison path: ``body`` unchanged to the dead-letter queue of ``queue``.
-
-        Nothing of the original message but its body (and a printable message id) is
-        kept, and every header is plain ASCII: this publish cannot fail on content.
-        """
-        self._publishing.send([raw_dead_letter_pub(queue, body, reason, message_id=message_id)])
-
     def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
         """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
         link = self._consumer_link()
@@ -258,8 +234,19 @@ class RabbitMQBackend(
         return self._admin.run(work)
 
     def inspect(self, names: Sequence[str]) -> Inspection:
-        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND."""
-        return self._admin.run(lambda ch: inspect(ch, names))
+        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND.
+
+        With a job store, a queue's dead letters are its rows and what ``<queue>.dlq``
+        holds (not imported yet)."""
+        found = self._admin.run(lambda ch: inspect(ch, names))
+        if self._index is None:
+            return found
+        rows = self._index.table.counts()
+        for name, counts in found.queues.items():
+            if counts is not None and counts.dead_letters is not None:
+                dead = counts.dead_letters + rows.get(name, 0)
+                found.queues[name] = counts._replace(dead_letters=dead)
+        return found
 
     def held_count(self) -> int:
         """Messages waiting in the delay ladder, for every queue together."""
@@ -324,6 +311,10 @@ class RabbitMQBackend(
         self._publishing.close()
         for link in controls:
             link.close()
+        if self._dead_writer is not None:
+            self._dead_writer.close()
+        if self._index is not None:
+            self._index.table.close()
         self._admin.close()
 
     # -- internals ---------------------------------------------------------------------

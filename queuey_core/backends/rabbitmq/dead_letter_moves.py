@@ -68,7 +68,7 @@ def requeue(
     """
     dlq = topology.holding_queue(queue)
     unroutable = queue == topology.UNROUTABLE
-    exists = _Existing(ch)
+    exists = Existing(ch)
     if not unroutable and not exists(queue):
         raise UnknownQueueError(queue)
     returned: list[str] = []
@@ -142,7 +142,7 @@ def _put_back(ch: BlockingChannel, dlq: str, letters: list[tuple[BasicProperties
     return len(letters)
 
 
-class _Existing:
+class Existing:
     """Whether a queue exists, asked once per name on a channel of its own (a passive
     declare of a missing queue closes its channel)."""
 

@@ -123,11 +123,13 @@ class IndexedDeadLetters:
         def work(ch: BlockingChannel) -> int:
             dlq = topology.dead_letter_name(queue)
             try:
-                ch.queue_declare(dlq, passive=True)
+                held = ch.queue_declare(dlq, passive=True).method.message_count
             except pika.exceptions.ChannelClosedByBroker as exc:
                 if exc.reply_code == 404:
                     return 0
                 raise
+            if not held:
+                return 0  # the usual case: no lock, so a read never waits for a move
             with exclusive(ch, dlq):
                 return import_pending(ch, self.table, queue, progress)
 

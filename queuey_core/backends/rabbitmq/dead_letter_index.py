@@ -37,7 +37,7 @@ from queuey_core.backends.dead_letter_query import check_page
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.dead_letter_moves import Existing
-from queuey_core.backends.rabbitmq.dead_letter_pass import exclusive
+from queuey_core.backends.rabbitmq.dead_letter_pass import exclusive, give_back
 from queuey_core.backends.rabbitmq.dead_letter_rows import letter_of, row_of
 from queuey_core.backends.rabbitmq.errors import error_text
 from queuey_core.backends.rabbitmq.messages import properties
@@ -89,23 +89,29 @@ def import_pending(
             if progress is not None:
                 progress(done)
 
-    for method, props, body in ch.consume(dlq, inactivity_timeout=IDLE):
-        if method is None:
-            flush()
-            idle += 1
-            ready = int(ch.queue_declare(dlq, passive=True).method.message_count)
-            if ready == 0 or idle > 30:
+    try:
+        for method, props, body in ch.consume(dlq, inactivity_timeout=IDLE):
+            if method is None:
+                flush()
+                idle += 1
+                ready = int(ch.queue_declare(dlq, passive=True).method.message_count)
+                if ready == 0 or idle > 30:
+                    break
+                continue
+            idle = 0
+            rows.append(row_of(queue, props, body))
+            last = method.delivery_tag
+            if len(rows) >= IMPORT_BATCH or done + len(rows) >= held:
+                flush()
+            if done >= held:
                 break
-            continue
-        idle = 0
-        rows.append(row_of(queue, props, body))
-        last = method.delivery_tag
-        if len(rows) >= IMPORT_BATCH or done + len(rows) >= held:
-            flush()
-        if done >= held:
-            break
-    flush()
-    ch.cancel()  # what arrived since goes back, for the next command
+        flush()
+    finally:
+        # What it did not ack goes back now, and the queue has it back when this
+        # returns: the next command counts it all (a closed channel gives it back too,
+        # but the broker takes seconds, and a command meanwhile would see too few).
+        with contextlib.suppress(*_LOST):
+            give_back(ch, dlq)
     return done
 
 

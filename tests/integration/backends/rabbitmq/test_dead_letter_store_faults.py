@@ -150,7 +150,7 @@ def test_a_dead_letter_made_while_the_store_is_down_lands_in_the_dlq_and_is_impo
 
 
 def test_an_import_cut_between_its_commit_and_its_acks_loses_and_duplicates_nothing(
-    queue: str, store: str
+    queue: str, store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n = IMPORT_BATCH * 2 + 10
     ids = fill(Broker(), queue, n)  # type: ignore[arg-type]
@@ -164,11 +164,11 @@ def test_an_import_cut_between_its_commit_and_its_acks_loses_and_duplicates_noth
         if len(calls) == 2:
             raise ConnectionResetError("cut after the commit, before the acks")
 
-    table.insert = cut_after_second_commit  # type: ignore[method-assign]
+    monkeypatch.setattr(table, "insert", cut_after_second_commit)
     try:
         with pytest.raises(ConnectionResetError):
             backend.import_dead_letters(queue)
-        table.insert = insert  # type: ignore[method-assign]
+        monkeypatch.setattr(table, "insert", insert)
         assert table.count(queue) == IMPORT_BATCH * 2, "two batches committed"
         assert backend.unimported_dead_letters(queue) == n - IMPORT_BATCH, "one acked"
         assert backend.import_dead_letters(queue) == n - IMPORT_BATCH
@@ -179,7 +179,7 @@ def test_an_import_cut_between_its_commit_and_its_acks_loses_and_duplicates_noth
 
 
 def test_a_requeue_that_died_before_deleting_its_claim_is_reported_in_doubt(
-    queue: str, store: str
+    queue: str, store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = fill(Broker(), queue, BATCH * 2)  # type: ignore[arg-type]
     backend, table = with_store(AMQP_URL, store)
@@ -188,11 +188,11 @@ def test_a_requeue_that_died_before_deleting_its_claim_is_reported_in_doubt(
         raise KeyboardInterrupt  # the process dies between the broker's commit and this
 
     delete_claimed = table.delete_claimed
-    table.delete_claimed = crash  # type: ignore[method-assign]
+    monkeypatch.setattr(table, "delete_claimed", crash)
     try:
         with pytest.raises(KeyboardInterrupt):
             backend.requeue_dead_letters(queue)
-        table.delete_claimed = delete_claimed  # type: ignore[method-assign]
+        monkeypatch.setattr(table, "delete_claimed", delete_claimed)
         with pytest.raises(DeadLetterMoveError) as doubt:
             backend.requeue_dead_letters(queue)
         assert doubt.value.in_doubt == BATCH

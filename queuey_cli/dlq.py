@@ -357,7 +357,7 @@ def purge(
             raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
         if not typer.confirm(f"delete every dead letter of {escape_controls(queue)}?", err=True):
             raise usage("not confirmed")
-    broker, there, _ = _queues(ctx, queue)
+    broker, there, _ = _queues(ctx, queue, importing=False)  # all goes: no need
     try:
         purged = 0
         if there:

@@ -141,6 +141,11 @@ class KeepsDeadLettersInStore(Protocol):
     def has_dead_letter_store(self) -> bool:
         """Whether a table is attached (else dead letters stay in the dead-letter queues)."""
 
+    @property
+    def dead_letter_fallbacks(self) -> int:
+        """Dead letters published to their dead-letter queue because the table's store
+        failed or was slow, since this backend was opened."""
+
     def import_dead_letters(
         self, queue: str, *, progress: Callable[[int], None] | None = None
     ) -> int | None:

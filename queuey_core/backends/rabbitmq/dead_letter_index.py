@@ -195,9 +195,8 @@ class IndexedDeadLetters:
         (a job can have died twice)."""
         self.import_pending(queue)
         wanted = None if job_ids is None else sorted(set(job_ids))
-        return self._admin.run(
-            lambda ch: self._locked(ch, queue, self._requeue(queue, wanted, progress))
-        )
+        move = self._requeue(queue, wanted, progress)
+        return self._admin.run(lambda ch: self._locked(ch, queue, move, requeue=True))
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: one DELETE."""
@@ -209,9 +208,8 @@ class IndexedDeadLetters:
     def purge_dead_letters(
         self, queue: str, *, progress: Callable[[int], None] | None = None
     ) -> int:
-        """See :meth:`DeadLetterTools.purge_dead_letters`: one DELETE, then whatever
-        reached ``<queue>.dlq`` since the import is purged too."""
-        self.import_pending(queue)
+        """See :meth:`DeadLetterTools.purge_dead_letters`: one DELETE and one
+        ``queue.purge`` of ``<queue>.dlq`` (nothing there is worth importing first)."""
 
         def purge(ch: BlockingChannel) -> int:
             gone = self.table.purge(queue)
@@ -223,12 +221,17 @@ class IndexedDeadLetters:
         return self._admin.run(lambda ch: self._locked(ch, queue, purge))
 
     def _locked(
-        self, ch: BlockingChannel, queue: str, work: Callable[[BlockingChannel], int]
+        self,
+        ch: BlockingChannel,
+        queue: str,
+        work: Callable[[BlockingChannel], int],
+        *,
+        requeue: bool = False,
     ) -> int:
-        """``work`` holding the queue's lock, once the claims of a move that is gone
-        were reported (raised as in doubt) and let go."""
+        """``work`` holding the queue's lock; a ``requeue`` first reports the claims a
+        requeue that is gone left (raised as in doubt) and lets go of them."""
         with exclusive(ch, topology.dead_letter_name(queue)):
-            stale = self.table.release_stale(queue)
+            stale = self.table.release_stale(queue) if requeue else 0
             if stale:
                 raise DeadLetterMoveError(
                     queue,

@@ -107,6 +107,8 @@ def _counts(broker: Any, names: list[str]) -> dict[str, int | None]:
     """How many dead letters each of ``names`` holds now (None: not known)."""
     queues = [n for n in names if n != UNROUTABLE]
     inspection = broker.inspect(queues)
+    if isinstance(broker, KeepsDeadLettersInStore):
+        inspection = broker.with_stored_dead_letters(inspection)
     found: dict[str, int | None] = {
         n: (c.dead_letters if (c := inspection.queues.get(n)) is not None else None) for n in queues
     }

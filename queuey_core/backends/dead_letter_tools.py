@@ -141,6 +141,15 @@ class KeepsDeadLettersInStore(Protocol):
     def has_dead_letter_store(self) -> bool:
         """Whether a table is attached (else dead letters stay in the dead-letter queues)."""
 
+    def with_stored_dead_letters(self, inspection: Any) -> Any:
+        """``inspection`` (an :class:`~queuey_core.backends.capabilities.Inspection`) with
+        each queue's dead letters counting the table's rows too (what ``queuey queues``,
+        ``dlq`` and the dashboard show; the broker's counts alone are cheaper).
+
+        Raises:
+            JobStoreError: the store cannot be reached.
+        """
+
     @property
     def dead_letter_fallbacks(self) -> int:
         """Dead letters published to their dead-letter queue because the table's store

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
-import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.base import Sink
@@ -221,32 +220,14 @@ class RabbitMQBackend(
 
     def unroutable_count(self) -> int:
         """Messages in :data:`topology.UNROUTABLE` (none while it does not exist yet)."""
-
-        def work(ch: BlockingChannel) -> int:
-            try:
-                frame = ch.queue_declare(topology.UNROUTABLE, passive=True)
-            except pika.exceptions.ChannelClosedByBroker as exc:
-                if exc.reply_code == 404:
-                    return 0
-                raise
-            return int(frame.method.message_count)
-
-        return self._admin.run(work)
+        return self.unimported_dead_letters(topology.UNROUTABLE)
 
     def inspect(self, names: Sequence[str]) -> Inspection:
         """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND.
 
-        With a job store, a queue's dead letters are its rows and what ``<queue>.dlq``
-        holds (not imported yet)."""
-        found = self._admin.run(lambda ch: inspect(ch, names))
-        if self._index is None:
-            return found
-        rows = self._index.table.counts()
-        for name, counts in found.queues.items():
-            if counts is not None and counts.dead_letters is not None:
-                dead = counts.dead_letters + rows.get(name, 0)
-                found.queues[name] = counts._replace(dead_letters=dead)
-        return found
+        The broker's counts alone: with a job store, :meth:`with_stored_dead_letters`
+        adds the dead letters of its table."""
+        return self._admin.run(lambda ch: inspect(ch, names))
 
     def held_count(self) -> int:
         """Messages waiting in the delay ladder, for every queue together."""

@@ -36,7 +36,7 @@ from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLet
 from queuey_core.backends.dead_letter_query import check_page
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
-from queuey_core.backends.rabbitmq.dead_letter_moves import Existing
+from queuey_core.backends.rabbitmq.dead_letter_moves import LOST, Existing
 from queuey_core.backends.rabbitmq.dead_letter_pass import exclusive, give_back
 from queuey_core.backends.rabbitmq.dead_letter_rows import letter_of, row_of
 from queuey_core.backends.rabbitmq.errors import error_text
@@ -53,13 +53,6 @@ BATCH = 500
 
 #: Seconds an import waits for a delivery before it asks the queue whether it is done.
 IDLE = 1.0
-
-#: What losing the channel or the connection raises in pika.
-_LOST = (
-    pika.exceptions.AMQPConnectionError,
-    pika.exceptions.AMQPChannelError,
-    pika.exceptions.ConnectionWrongStateError,
-)
 
 
 def import_pending(
@@ -110,7 +103,7 @@ def import_pending(
         # What it did not ack goes back now, and the queue has it back when this
         # returns: the next command counts it all (a closed channel gives it back too,
         # but the broker takes seconds, and a command meanwhile would see too few).
-        with contextlib.suppress(*_LOST):
+        with contextlib.suppress(*LOST):
             give_back(ch, dlq)
     return done
 
@@ -273,7 +266,7 @@ class IndexedDeadLetters:
                         sent[str(fresh.job_id)] = stored.seq
                     committing = True
                     ch.tx_commit()
-                except _LOST as exc:
+                except LOST as exc:
                     doubt = len(sent) if committing else 0
                     with contextlib.suppress(JobStoreError):
                         self.table.release(token)

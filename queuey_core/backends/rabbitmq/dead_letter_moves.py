@@ -39,7 +39,7 @@ from queuey_core.errors import DeadLetterMoveError, UnknownQueueError
 BATCH = 500
 
 #: What losing the channel or the connection raises in pika.
-_LOST = (
+LOST = (
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.AMQPChannelError,
     pika.exceptions.ConnectionWrongStateError,
@@ -84,7 +84,7 @@ def requeue(
             return
         try:
             ch.tx_commit()
-        except _LOST as exc:
+        except LOST as exc:
             raise DeadLetterMoveError(queue, moved, error_text(exc), in_doubt=len(staged)) from exc
         moved += len(staged)
         if returned:  # their queue vanished between the check and the commit
@@ -112,7 +112,7 @@ def requeue(
                 commit()
         commit()
         give_back(ch, dlq, tx=True)
-    except _LOST as exc:
+    except LOST as exc:
         # Nothing of the open transaction happened: the broker dropped it with the channel.
         raise DeadLetterMoveError(queue, moved, error_text(exc)) from exc
     return moved

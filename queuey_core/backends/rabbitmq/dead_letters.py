@@ -29,6 +29,7 @@ from queuey_core.backends.capabilities import (
     AnyDeadLetter,
     DeadLetterPage,
     DeadLetterTools,
+    Inspection,
 )
 from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page, page_of
 from queuey_core.backends.rabbitmq import dead_letter_moves as moves
@@ -166,6 +167,17 @@ class RabbitDeadLetters(DeadLetterTools):
             return int(frame.method.message_count)
 
         return self._admin.run(work)
+
+    def with_stored_dead_letters(self, inspection: Inspection) -> Inspection:
+        """See :meth:`KeepsDeadLettersInStore.with_stored_dead_letters`."""
+        if self._index is None:
+            return inspection
+        rows = self._index.table.counts()
+        for name, counts in inspection.queues.items():
+            if counts is not None and counts.dead_letters is not None:
+                dead = counts.dead_letters + rows.get(name, 0)
+                inspection.queues[name] = counts._replace(dead_letters=dead)
+        return inspection
 
     @property
     def dead_letter_fallbacks(self) -> int:

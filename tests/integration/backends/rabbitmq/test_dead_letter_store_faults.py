@@ -29,6 +29,7 @@ from queuey_core.results.dead_letter_table import open_dead_letter_table
 from tests.harness import AMQP_URL
 from tests.integration.backends.rabbitmq.test_dead_letter_faults import books
 from tests.integration.backends.rabbitmq.test_dead_letter_faults import fill
+from tests.integration.backends.rabbitmq.test_dead_letter_faults import two_operators
 from tests.integration.backends.test_backend_contract import Collector
 from tests.integration.nodes import Node
 from tests.support import named_envelope
@@ -210,30 +211,4 @@ def test_two_operators_at_once_lose_duplicate_and_reorder_nothing(queue: str, st
     ids = fill(Broker(), queue, N)  # type: ignore[arg-type]
     mover, _ = with_store(AMQP_URL, store)
     reader, _ = with_store(AMQP_URL, store)
-    errors: list[BaseException] = []
-
-    def requeue_all() -> None:
-        try:
-            while mover.dead_letter_page(queue, limit=1).total:
-                mover.requeue_dead_letters(queue)
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=requeue_all)
-    thread.start()
-    position = {h: i for i, h in enumerate(ids)}
-    listings = 0
-    while thread.is_alive() or listings < 2:
-        page = reader.dead_letter_page(queue, offset=0, limit=200)
-        streamed = [d.handle for d in reader.iter_dead_letters(queue)]
-        for shown in ([d.handle for d in page.letters], streamed):
-            assert len(shown) == len(set(shown)), "nothing listed twice"
-            assert [position[h] for h in shown] == sorted(position[h] for h in shown)
-        listings += 1
-    thread.join()
-    mover.close()
-    reader.close()
-    assert errors == []
-    on_queue, dead = books(Broker(), queue)  # type: ignore[arg-type]
-    assert dead == []
-    assert sorted(on_queue) == sorted(ids), "every dead letter requeued exactly once"
+    two_operators(Broker(), queue, ids, mover, reader)  # type: ignore[arg-type]

@@ -52,9 +52,8 @@ def test_a_dead_letter_is_a_committed_row_and_reads_back_as_it_was(
     assert dead.envelope == envelope
     assert dead.envelope.trace == trace, "requeued, it stays in its trace"
     assert dead.reason == "fatal error: boom"
-    headers = pub.props.headers
-    assert headers is not None
-    assert dead.dead_at == headers["x-queuey-dead-at"]
+    assert pub.props is not None
+    assert dead.dead_at == pub.props.headers["x-queuey-dead-at"]
     assert writer.fallbacks == 0
 
 

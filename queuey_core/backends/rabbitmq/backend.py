@@ -225,7 +225,8 @@ class RabbitMQBackend(
     def inspect(self, names: Sequence[str]) -> Inspection:
         """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND.
 
-        The broker's counts alone: with a job store, :meth:`with_stored_dead_letters`
+        The broker's counts alone: with a job store,
+        :meth:`~.dead_letters.RabbitDeadLetters.with_stored_dead_letters`
         adds the dead letters of its table."""
         return self._admin.run(lambda ch: inspect(ch, names))
 

@@ -9,7 +9,7 @@ published (a store that answered after its bound) is one row, and so is a messag
 import cut before its acks reads twice.
 
 Owns: :func:`row_of` and :func:`letter_of`. Reading a dead letter back is
-:func:`~.dead_letters.letter_from`'s, as on the scan path: the same reason, time, trace
+:func:`~.dead_letter_reading.letter_from`'s, as on the scan path: the same reason, time, trace
 context and handle, whichever path holds it.
 """
 

@@ -236,7 +236,7 @@ class RabbitDeadLetters(DeadLetterTools):
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
         """See :meth:`DeadLetterTools.get_dead_letter`: a pass over the whole queue (see
-        :data:`HEAD`); only messages that may be it are decoded."""
+        :data:`.dead_letter_pass.HEAD`); only messages that may be it are decoded."""
         if (index := self._indexed(queue)) is not None:
             return index.get_dead_letter(queue, handle)
 

@@ -40,7 +40,9 @@ from queuey_core.backends.rabbitmq.dead_letter_moves import LOST, Existing
 from queuey_core.backends.rabbitmq.dead_letter_pass import exclusive, give_back
 from queuey_core.backends.rabbitmq.dead_letter_rows import letter_of, row_of
 from queuey_core.backends.rabbitmq.errors import error_text
+from queuey_core.backends.rabbitmq.frames import FRAME_OVERHEAD, publish_frames, publish_method
 from queuey_core.backends.rabbitmq.messages import properties
+from queuey_core.backends.rabbitmq.pika_compat import connected_params, write_on
 from queuey_core.errors import DeadLetterMoveError, JobStoreError, UnknownQueueError
 from queuey_core.results.dead_letter_sql import Row
 from queuey_core.results.dead_letter_table import DeadLetterTable
@@ -247,23 +249,34 @@ class IndexedDeadLetters:
                 lambda _c, _m, props, _b: returned.append(str(props.message_id))
             )
             ch.tx_select()
+            number = ch.channel_number
+            method = publish_method(number, "", queue)
+            body_max = connected_params(ch.connection).frame_max - FRAME_OVERHEAD
             moved = 0
             keep = uuid.uuid4().hex  # the rows that stay: let go of at the end
             while batch := self.table.claim(queue, token := uuid.uuid4().hex, wanted, BATCH):
                 sent: dict[str, int] = {}
                 kept: list[int] = []
+                frames: list[bytes] = []
+                for stored in batch:
+                    dead = letter_of(stored)
+                    try:
+                        if not isinstance(dead, DeadLetter):
+                            raise TypeError("not an envelope")
+                        fresh = dead.envelope.fresh()
+                        props = properties(fresh)
+                        frames.append(
+                            publish_frames(number, body_max, method, fresh.encode(), props=props)
+                        )
+                    except Exception:  # not an envelope after all, or not encodable: it stays
+                        kept.append(stored.seq)
+                        continue
+                    sent[str(fresh.job_id)] = stored.seq
                 committing = False
                 try:
-                    for stored in batch:
-                        dead = letter_of(stored)
-                        if not isinstance(dead, DeadLetter):
-                            kept.append(stored.seq)  # not an envelope after all: it stays
-                            continue
-                        fresh = dead.envelope.fresh()
-                        ch.basic_publish(
-                            "", queue, fresh.encode(), properties(fresh), mandatory=True
-                        )
-                        sent[str(fresh.job_id)] = stored.seq
+                    # The batch in one write (pika writes each message's three frames
+                    # apart: most of a requeue's CPU), then the commit.
+                    write_on(ch, b"".join(frames))
                     committing = True
                     ch.tx_commit()
                 except LOST as exc:

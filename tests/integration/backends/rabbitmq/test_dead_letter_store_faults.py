@@ -19,6 +19,7 @@ import pika
 import pytest
 
 from queuey_core import DeadLetterMoveError
+from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.dead_letter_index import BATCH
@@ -26,6 +27,7 @@ from queuey_core.backends.rabbitmq.dead_letter_index import IMPORT_BATCH
 from queuey_core.results.dead_letter_sql import Row
 from queuey_core.results.dead_letter_table import DeadLetterTable
 from queuey_core.results.dead_letter_table import open_dead_letter_table
+from queuey_core.trace_context import TraceContext
 from tests.harness import AMQP_URL
 from tests.integration.backends.rabbitmq.test_dead_letter_faults import books
 from tests.integration.backends.rabbitmq.test_dead_letter_faults import fill
@@ -212,3 +214,27 @@ def test_two_operators_at_once_lose_duplicate_and_reorder_nothing(queue: str, st
     mover, _ = with_store(AMQP_URL, store)
     reader, _ = with_store(AMQP_URL, store)
     two_operators(Broker(), queue, ids, mover, reader)  # type: ignore[arg-type]
+
+
+def test_a_requeued_row_keeps_its_trace_and_starts_again_at_attempt_1(
+    queue: str, store: str
+) -> None:
+    trace = TraceContext.from_headers(
+        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    )
+    assert trace is not None
+    envelope = named_envelope(queue, "traced").model_copy(update={"attempt": 3})
+    backend, table = with_store(AMQP_URL, store)
+    try:
+        backend.publish_dead_letter(envelope.with_trace(trace), "max attempts (3) reached")
+        assert table.count(queue) == 1, "a row, not a message of <queue>.dlq"
+        assert backend.requeue_dead_letters(queue, [str(envelope.job_id)]) == 1
+    finally:
+        backend.close()
+    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    method, props, body = conn.channel().basic_get(queue, auto_ack=True)
+    conn.close()
+    assert method is not None
+    assert props.headers["traceparent"] == trace.traceparent
+    assert props.message_id == str(envelope.job_id)
+    assert Envelope.decode(body) == envelope.model_copy(update={"attempt": 1})

@@ -13,8 +13,8 @@ lost, nothing twice.
 A requeue claims a batch of rows with a token (one transaction), publishes their fresh
 envelopes in an AMQP transaction, then deletes the claimed rows. Cut between the commit
 on the broker and the delete in the store (a crash), the rows stay claimed: the next
-move of that queue reports them in doubt (:class:`DeadLetterMoveError`) and makes them
-dead letters again. Moves and imports hold the queue's lock (:func:`.exclusive`);
+requeue of that queue reports them in doubt (:class:`DeadLetterMoveError`) and makes
+them dead letters again. Moves and imports hold the queue's lock (:func:`.exclusive`);
 reads need none (each is one transaction).
 
 Owns: :class:`IndexedDeadLetters` and :func:`import_pending`. Must never: ack a message

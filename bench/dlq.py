@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -309,6 +310,7 @@ def main() -> None:
             if kind == "rabbitmq+postgres":
                 drop_schema(STORE["url"])
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         if any(kind.startswith("rabbitmq") for kind in kinds):
             conn = pika.BlockingConnection(pika.URLParameters(opts.url))
             ch = conn.channel()

@@ -1,5 +1,6 @@
 """Dead letters at scale (issue 28): what each ``queuey dlq`` command costs as the
-dead-letter queue grows, on RabbitMQ and on the embedded SQLite backend.
+dead-letter queue grows, on RabbitMQ (without a job store: the queue is scanned; with a
+SQLite or PostgreSQL job store: its table is queried) and on the embedded SQLite backend.
 
 For each backend and size (default 1,000 and 100,000) it fills one dead-letter queue
 with dead letters as a worker writes them (a few hundred bytes each, 1 in 100 of job
@@ -9,17 +10,22 @@ type ``shout``, 1 in 7 with reason "disk full"), then runs each command as a sep
 with ``uptime``'s load beside the figures: on a shared machine compare the sizes of one
 run with each other, not with another run.
 
-    .venv/bin/python bench/dlq.py                              # both backends, 1k and 100k
-    .venv/bin/python bench/dlq.py --backend sqlite --sizes 1000
+    .venv/bin/python bench/dlq.py                              # every kind, 1k and 100k
+    .venv/bin/python bench/dlq.py --backend rabbitmq+sqlite --sizes 1000
     .venv/bin/python bench/dlq.py --url amqp://guest:guest@127.0.0.1:5672/q-dlq
 
-The RabbitMQ queues it makes (``bench_dlq``, ``bench_dlq.dlq``) are deleted at the end.
+With a job store, the dead letters are first published to ``bench_dlq.dlq`` as an older
+version left them and imported (``queuey dlq import``, timed), then every command runs
+on the table; ``purge`` runs on a table refilled directly, as the worker writes it.
+The RabbitMQ queues it makes (``bench_dlq``, ``bench_dlq.dlq``), the SQLite files and
+the PostgreSQL schema are deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -32,10 +38,18 @@ from pathlib import Path
 import pika
 
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.rabbitmq.dead_letter_rows import row_of
 from queuey_core.backends.rabbitmq.dead_letters import dead_letter_pub
 from queuey_core.backends.sqlite import SqliteBackend, dead
 from queuey_core.envelope import Envelope
 from queuey_core.queues import QueueConfig
+from queuey_core.results.dead_letter_table import open_dead_letter_table
+
+#: The job store of each kind that has one (the PostgreSQL schema is the bench's own).
+STORES = {
+    "rabbitmq+sqlite": "sqlite:///{tmp}/store.db",
+    "rabbitmq+postgres": "postgresql://postgres@127.0.0.1:5432/test?schema=bench_dlq_{run}",
+}
 
 QUEUE = "bench_dlq"
 QUEUEY = str(Path(sys.executable).parent / "queuey")
@@ -96,9 +110,24 @@ def fill_sqlite(db: Path, n: int) -> list[str]:
     return ids
 
 
+def fill_table(store: str, n: int) -> None:
+    """``n`` dead letters of ``bench_dlq`` in the store's table, as the worker writes them."""
+    table = open_dead_letter_table(store)
+    table.purge(QUEUE)
+    batch = []
+    for i in range(n):
+        pub = dead_letter_pub(envelope(i), reason(i))
+        batch.append(row_of(QUEUE, pub.props, pub.body))
+        if len(batch) == 1000:
+            table.insert(batch)
+            batch = []
+    table.insert(batch)
+    table.close()
+
+
 def empty_queue(kind: str, url: str, db: Path) -> None:
     """Drop what a requeue put back on ``bench_dlq`` (the bench has no worker)."""
-    if kind == "rabbitmq":
+    if kind.startswith("rabbitmq"):
         conn = pika.BlockingConnection(pika.URLParameters(url))
         conn.channel().queue_purge(QUEUE)
         conn.close()
@@ -109,7 +138,11 @@ def empty_queue(kind: str, url: str, db: Path) -> None:
 
 def library(kind: str, url: str, db: Path, ids: list[str]) -> dict[str, Figure]:
     """The library calls alone, in this process (what the dashboard pays per click)."""
-    backend = RabbitMQBackend(url) if kind == "rabbitmq" else SqliteBackend(f"sqlite:///{db}")
+    backend = (
+        RabbitMQBackend(url) if kind.startswith("rabbitmq") else SqliteBackend(f"sqlite:///{db}")
+    )
+    if isinstance(backend, RabbitMQBackend) and kind in STORES:
+        backend.keep_dead_letters_in(open_dead_letter_table(STORE["url"]))
     n = len(ids)
     calls = {
         "[library] page, first": lambda: backend.dead_letter_page(QUEUE),
@@ -130,6 +163,15 @@ def library(kind: str, url: str, db: Path, ids: list[str]) -> dict[str, Figure]:
     return figures
 
 
+def drop_schema(store: str) -> None:
+    """Drop the bench's PostgreSQL schema."""
+    import psycopg  # noqa: PLC0415 - the postgres extra
+
+    base, _, schema = store.partition("?schema=")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 @dataclass
 class Figure:
     wall: float
@@ -140,6 +182,9 @@ class Figure:
 
 #: The config file of the backend being measured (set per backend by main).
 CONFIG: dict[str, Path] = {}
+
+#: The job store of the kind being measured, when it has one.
+STORE: dict[str, str] = {}
 
 
 def run_cli(args: list[str]) -> Figure:
@@ -161,13 +206,22 @@ def run_cli(args: list[str]) -> Figure:
 
 
 def measure(kind: str, n: int, url: str, db: Path) -> dict[str, Figure]:
-    fill = (lambda: fill_rabbit(url, n)) if kind == "rabbitmq" else (lambda: fill_sqlite(db, n))
+    fill = (
+        (lambda: fill_rabbit(url, n))
+        if kind.startswith("rabbitmq")
+        else (lambda: fill_sqlite(db, n))
+    )
     started = time.monotonic()
+    if kind in STORES:
+        fill_table(STORE["url"], 0)  # empty
     ids = fill()
     print(f"{kind} {n}: filled in {time.monotonic() - started:.1f}s", file=sys.stderr)
     q = ["--queue", QUEUE]
     last_page = max(0, n - 100)
-    figures = library(kind, url, db, ids)
+    figures: dict[str, Figure] = {}
+    if kind in STORES:
+        figures["import (all of bench_dlq.dlq, once)"] = run_cli(["dlq", "import", *q])
+    figures.update(library(kind, url, db, ids))
     steps: list[tuple[str, list[str]]] = [
         ("(start-up alone: queuey dlq --help)", ["dlq", "--help"]),
         ("list, first page (100)", ["dlq", "list", *q]),
@@ -188,7 +242,10 @@ def measure(kind: str, n: int, url: str, db: Path) -> dict[str, Figure]:
         figures[name] = run_cli(args)
         print(f"  {name}: {figures[name].wall:.2f}s", file=sys.stderr)
     empty_queue(kind, url, db)
-    fill()
+    if kind in STORES:
+        fill_table(STORE["url"], n)
+    else:
+        fill()
     figures["purge"] = run_cli(["dlq", "purge", *q, "--yes"])
     print(f"  purge: {figures['purge'].wall:.2f}s", file=sys.stderr)
     return figures
@@ -209,7 +266,8 @@ def table(kind: str, sizes: list[int], results: dict[int, dict[str, Figure]]) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["rabbitmq", "sqlite", "both"], default="both")
+    kinds_known = ["rabbitmq", *STORES, "sqlite"]
+    parser.add_argument("--backend", choices=[*kinds_known, "all"], default="all")
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument(
         "--url",
@@ -218,7 +276,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "DLQ.md"))
     opts = parser.parse_args()
     sizes = [int(s) for s in opts.sizes.split(",")]
-    kinds = ["rabbitmq", "sqlite"] if opts.backend == "both" else [opts.backend]
+    kinds = kinds_known if opts.backend == "all" else [opts.backend]
     tmp = Path(tempfile.mkdtemp(prefix="queuey-bench-dlq-"))
     db = tmp / "bench.db"
     load_before = os.getloadavg()
@@ -230,20 +288,30 @@ def main() -> None:
         "worker writes them). Wall time, CPU time (user + system) and peak resident memory "
         "of that process. A `!` marks a command that failed. The `[library]` rows time the "
         "backend call alone in one long-lived process, as the dashboard makes it (no "
-        "start-up; no memory figure).",
+        "start-up; no memory figure). `rabbitmq` keeps its dead letters in `<queue>.dlq` "
+        "(no job store: every command reads the queue); `rabbitmq+sqlite` and "
+        "`rabbitmq+postgres` keep them in the job store's table (`[results] url`); the "
+        "import row is the one-time move of a backlog left in `<queue>.dlq`.",
         "",
     ]
     try:
         for kind in kinds:
-            url = opts.url if kind == "rabbitmq" else f"sqlite:///{db}"
+            url = opts.url if kind.startswith("rabbitmq") else f"sqlite:///{db}"
             CONFIG["path"] = tmp / f"{kind}.toml"
+            results_section = ""
+            if kind in STORES:
+                STORE["url"] = STORES[kind].format(tmp=tmp, run=uuid.uuid4().hex[:8])
+                results_section = f'[results]\nurl = "{STORE["url"]}"\n\n'
             CONFIG["path"].write_text(
-                f'[broker]\nurl = "{url}"\n\n[queues.{QUEUE}]\nprefetch = 10\n'
+                f'[broker]\nurl = "{url}"\n\n{results_section}[queues.{QUEUE}]\nprefetch = 10\n'
             )
             results = {n: measure(kind, n, opts.url, db) for n in sizes}
             report += table(kind, sizes, results)
+            if kind == "rabbitmq+postgres":
+                drop_schema(STORE["url"])
     finally:
-        if "rabbitmq" in kinds:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if any(kind.startswith("rabbitmq") for kind in kinds):
             conn = pika.BlockingConnection(pika.URLParameters(opts.url))
             ch = conn.channel()
             for name in (QUEUE, f"{QUEUE}.dlq"):

@@ -124,10 +124,12 @@ def usage(message: str) -> typer.Exit:
 
 
 def backend(settings: Settings) -> Any:
-    """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
+    """The backend ``settings`` name (pika is imported only now, for an AMQP URL), with
+    its dead letters in the job store when one is configured."""
     from queuey_core.backends.open import open_backend  # noqa: PLC0415 - see the imports
+    from queuey_core.results.setup import with_dead_letter_store  # noqa: PLC0415
 
-    return open_backend(settings.broker)
+    return with_dead_letter_store(open_backend(settings.broker), settings)
 
 
 def control_secret(settings: Settings) -> str | None:

@@ -19,18 +19,22 @@ import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
+from queuey_cli.dlq_import import import_first
 from queuey_cli.dlq_progress import moving
 from queuey_cli.output import err, listing, print_json, say
 from queuey_core import DeadLetter, DeadLetterMoveError
 from queuey_core.backends.capabilities import (
     DeadLetterTools,
     Inspectable,
+    KeepsDeadLettersInStore,
     UndecodableDeadLetter,
     require,
 )
 from queuey_core.logs import escape_controls
 
-app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
+app = typer.Typer(
+    help="Dead letters: list, show, requeue, delete, purge, import.", no_args_is_help=True
+)
 
 QueueOption = Annotated[
     str | None,
@@ -58,9 +62,13 @@ def _names(ctx: typer.Context, queue: str | None) -> list[str]:
     return names
 
 
-def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list[str]]:
+def _queues(
+    ctx: typer.Context, queue: str | None, *, importing: bool = True
+) -> tuple[Any, list[str], list[str]]:
     """A backend, the chosen queues whose dead-letter queue exists, and those not
-    declared yet (listing one would be a NOT_FOUND: there is nothing in it to list)."""
+    declared yet (listing one would be a NOT_FOUND: there is nothing in it to list).
+    ``importing``: with a job store, what reached ``<queue>.dlq`` is imported first,
+    with a bar (:mod:`.dlq_import`)."""
     names = _names(ctx, queue)
     broker = backend(state(ctx).settings())
     try:
@@ -74,6 +82,8 @@ def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list
         # exist until a worker or producer of this version declared the ladder).
         if (queue is None or queue == UNROUTABLE) and inspection.unroutable:
             there.append(UNROUTABLE)
+        if importing:
+            import_first(broker, there)
     except BaseException:
         broker.close()
         raise
@@ -97,6 +107,8 @@ def _counts(broker: Any, names: list[str]) -> dict[str, int | None]:
     """How many dead letters each of ``names`` holds now (None: not known)."""
     queues = [n for n in names if n != UNROUTABLE]
     inspection = broker.inspect(queues)
+    if isinstance(broker, KeepsDeadLettersInStore):
+        inspection = broker.with_stored_dead_letters(inspection)
     found: dict[str, int | None] = {
         n: (c.dead_letters if (c := inspection.queues.get(n)) is not None else None) for n in queues
     }
@@ -347,7 +359,7 @@ def purge(
             raise usage("not confirmed: stdin is not a terminal (use --yes in scripts)")
         if not typer.confirm(f"delete every dead letter of {escape_controls(queue)}?", err=True):
             raise usage("not confirmed")
-    broker, there, _ = _queues(ctx, queue)
+    broker, there, _ = _queues(ctx, queue, importing=False)  # all goes: no need
     try:
         purged = 0
         if there:
@@ -357,3 +369,22 @@ def purge(
     finally:
         broker.close()
     say(f"purged {purged}")
+
+
+@app.command("import")
+@cli_errors
+def import_(ctx: typer.Context, queue: QueueOption = None) -> None:
+    """Move what each <queue>.dlq holds into the job store, with a progress bar.
+
+    Every dlq command does it first; this one does only that. Needs RabbitMQ with
+    [results] url set (docs/dead-letters.md).
+    """
+    broker, names, _ = _queues(ctx, queue, importing=False)
+    try:
+        stored = isinstance(broker, KeepsDeadLettersInStore) and broker.has_dead_letter_store()
+        done = import_first(broker, names) if stored else 0
+    finally:
+        broker.close()
+    if not stored:
+        raise usage("no job store: dead letters stay in <queue>.dlq (set [results] url)")
+    say(f"imported {done}")

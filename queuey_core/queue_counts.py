@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from queuey_core.backends.capabilities import Inspectable, Inspection
+from queuey_core.backends.capabilities import Inspectable, Inspection, KeepsDeadLettersInStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,6 +33,8 @@ class QueueLook:
 def look(broker: Inspectable, settings: Settings, names: Sequence[str]) -> QueueLook:
     """Count ``names`` on the broker, and their unacked messages where they can be known."""
     inspection = broker.inspect(names)
+    if isinstance(broker, KeepsDeadLettersInStore):
+        inspection = broker.with_stored_dead_letters(inspection)
     from queuey_core.management_api import Unacked, unacked  # noqa: PLC0415
 
     if settings.broker.is_embedded():

@@ -22,6 +22,7 @@ from queuey_core.backends.capabilities import backend_name
 from queuey_core.backends.open import open_backend
 from queuey_core.control import Selection, WorkerStatus, worker_statuses
 from queuey_core.errors import QueueyError
+from queuey_core.results.setup import with_dead_letter_store
 from queuey_core.settings import Settings
 from queuey_dashboard.history import Series, Throughput
 from queuey_dashboard.security import Csrf
@@ -102,7 +103,7 @@ class Dashboard:
             return self._control
 
     def _open(self) -> Any:
-        opened = open_backend(self.settings.broker)
+        opened = with_dead_letter_store(open_backend(self.settings.broker), self.settings)
         self._owned.append(opened)
         return opened
 

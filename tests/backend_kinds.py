@@ -10,6 +10,7 @@ worker environment (a :class:`~tests.harness.WorkerEnv`) and its contract enviro
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 import time
@@ -29,12 +30,18 @@ from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.results import open_job_store
+from queuey_core.results.dead_letter_table import open_dead_letter_table
+from queuey_core.results.postgres_store import PostgresJobStore
 from tests.harness import AMQP_URL
 from tests.harness import MemoryEnv
 from tests.harness import RabbitEnv
 from tests.harness import SqliteEnv
 from tests.harness import WorkerEnv
 from tests.support import named_envelope
+
+#: The PostgreSQL the integration tests use (trust auth, database ``test``).
+PG_URL = os.environ.get("QUEUEY_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 _names = itertools.count()
 
@@ -139,6 +146,37 @@ class RabbitContract(ContractEnv):
         conn.close()
 
 
+class RabbitStoreContract(RabbitContract):
+    """RabbitMQ with its dead letters in a job store (``sqlite`` file or ``postgres``
+    schema of its own, dropped after): the indexed path of docs/dead-letters.md."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__()
+        self._dir = tempfile.mkdtemp(prefix="queuey-contract-store-")
+        if store == "sqlite":
+            self.store_url = f"sqlite:///{self._dir}/store.db"
+        else:
+            self.store_url = f"{PG_URL}?schema=queuey_test_{uuid.uuid4().hex[:12]}"
+        self.table = open_dead_letter_table(self.store_url)
+        self.backend.keep_dead_letters_in(self.table)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.store_url.startswith("postgresql"):
+                drop_schema(self.store_url)
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def drop_schema(url: str) -> None:
+    """Drop the schema of a PostgreSQL store URL, and all in it."""
+    store = open_job_store(url)
+    assert isinstance(store, PostgresJobStore)
+    store.drop()
+    store.close()
+
+
 @dataclass(frozen=True)
 class BackendKind:
     """One backend as the shared tests make it."""
@@ -166,3 +204,20 @@ BACKENDS = [
 def backend_params() -> list[Any]:
     """:data:`BACKENDS` as pytest parameters (ids: the backends' names)."""
     return [kind.param() for kind in BACKENDS]
+
+
+#: RabbitMQ keeping its dead letters in a job store: the dead-letter contract runs on
+#: these too (tests/integration/backends/test_dead_letter_pages.py).
+STORE_BACKENDS = [
+    BackendKind(
+        "rabbitmq+sqlite", RabbitEnv, lambda: RabbitStoreContract("sqlite"), needs_broker=True
+    ),
+    BackendKind(
+        "rabbitmq+postgres", RabbitEnv, lambda: RabbitStoreContract("postgres"), needs_broker=True
+    ),
+]
+
+
+def dead_letter_params() -> list[Any]:
+    """Every backend, and RabbitMQ with each job store, as pytest parameters."""
+    return [kind.param() for kind in [*BACKENDS, *STORE_BACKENDS]]

@@ -9,7 +9,7 @@ kept in a module of its own so that neither outgrows the size a reader takes in 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from queuey_core.envelope import Envelope
 
@@ -127,3 +127,43 @@ class DeadLetterTools(Protocol):
         Filters as in :meth:`dead_letter_page`. Close the iterator (or exhaust it) to
         let go of what the backend holds for it; nothing is removed or reordered.
         """
+
+
+@runtime_checkable
+class KeepsDeadLettersInStore(Protocol):
+    """A backend that can keep its dead letters in the job store's table (RabbitMQ):
+    then they are rows, paged and found by index (see ``docs/dead-letters.md``)."""
+
+    def keep_dead_letters_in(self, table: Any) -> None:
+        """Keep dead letters as rows of ``table`` (a
+        :class:`~queuey_core.results.dead_letter_table.DeadLetterTable`) from now on."""
+
+    def has_dead_letter_store(self) -> bool:
+        """Whether a table is attached (else dead letters stay in the dead-letter queues)."""
+
+    def with_stored_dead_letters(self, inspection: Any) -> Any:
+        """``inspection`` (an :class:`~queuey_core.backends.capabilities.Inspection`) with
+        each queue's dead letters counting the table's rows too (what ``queuey queues``,
+        ``dlq`` and the dashboard show; the broker's counts alone are cheaper).
+
+        Raises:
+            JobStoreError: the store cannot be reached.
+        """
+
+    @property
+    def dead_letter_fallbacks(self) -> int:
+        """Dead letters published to their dead-letter queue because the table's store
+        failed or was slow, since this backend was opened."""
+
+    def import_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int | None:
+        """Move what the dead-letter queue of ``queue`` holds into the table; how many
+        (every dead-letter command does it first). None: no table is attached.
+
+        ``progress``, when given, is called with how many so far, now and then.
+        """
+
+    def unimported_dead_letters(self, queue: str) -> int:
+        """How many messages the dead-letter queue of ``queue`` holds (0 if it does not
+        exist): what the next import takes, or, without a table, every dead letter."""

@@ -22,6 +22,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from queuey_core.backends.capabilities import KeepsDeadLettersInStore
 from queuey_core.observability.health import WorkerState, WorkerStatus
 from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
@@ -228,6 +229,9 @@ class _WorkerCollector(Collector):
             f.in_flight.add_metric([], held)
             f.stuck.add_metric([], handle.stuck_jobs())
             f.settle_failures.add_metric([], handle.settle_failures())
+            backend = worker.backend
+            if isinstance(backend, KeepsDeadLettersInStore) and backend.has_dead_letter_store():
+                f.dead_letter_fallbacks.add_metric([], backend.dead_letter_fallbacks)
         for role, link in sorted(self._status.connections().items()):
             f.connection_up.add_metric([role], 1 if link.state == "open" else 0)
             f.reconnects.add_metric([role], link.reconnects)
@@ -274,6 +278,12 @@ class _Families:
             labels=["connection"],
         )
 
+        self.dead_letter_fallbacks = CounterMetricFamily(
+            "queuey_dead_letter_store_fallbacks",
+            "Dead letters sent to <queue>.dlq because the job store failed or was slow "
+            "(imported by the next queuey dlq command; only with a job store on RabbitMQ).",
+        )
+
     def all(self) -> list[Metric]:
         return [
             self.state,
@@ -284,4 +294,5 @@ class _Families:
             self.settle_failures,
             self.connection_up,
             self.reconnects,
+            self.dead_letter_fallbacks,
         ]

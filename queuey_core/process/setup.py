@@ -8,12 +8,14 @@ from typing import Any
 from queuey_core.backends.open import open_backend
 from queuey_core.handlers import check_queues, discover
 from queuey_core.queues import QueueSet
+from queuey_core.results.setup import with_dead_letter_store
 from queuey_core.settings import Settings
 
 
 def backend_for(settings: Settings) -> Any:
-    """The backend ``settings`` name (pika is imported only now, for an AMQP URL)."""
-    return open_backend(settings.broker)
+    """The backend ``settings`` name (pika is imported only now, for an AMQP URL), with
+    its dead letters in the job store when one is configured."""
+    return with_dead_letter_store(open_backend(settings.broker), settings)
 
 
 def plugin_handlers(queues: QueueSet) -> list[Any]:

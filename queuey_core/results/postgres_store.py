@@ -42,7 +42,7 @@ class PostgresJobStore:
             raise ConfigError(
                 "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
             )
-        self._conninfo, self.schema = _split(url)
+        self._conninfo, self.schema = split_url(url)
         self._shown = redact(url)
         self._dialect = sql.Dialect(prefix=f'"{self.schema}".', placeholder="%s")
         #: What ``pg_stat_activity`` shows of this store's connections.
@@ -175,7 +175,7 @@ class PostgresJobStore:
         return False
 
 
-def _split(url: str) -> tuple[str, str]:
+def split_url(url: str) -> tuple[str, str]:
     """The URL without ``schema=``, and the schema (checked: it goes into SQL text)."""
     parts = urllib.parse.urlsplit(url)
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)

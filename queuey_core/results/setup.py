@@ -2,18 +2,24 @@
 and what the commands read.
 
 Owns: :func:`results_url` (which store applies), :func:`recorder_for` (the worker's
-:class:`~.recording.JobRecorder`, or None) and :func:`store_for` (an open store, or a
-ConfigError with the one line that says how to configure one).
+:class:`~.recording.JobRecorder`, or None), :func:`store_for` (an open store, or a
+ConfigError with the one line that says how to configure one) and
+:func:`with_dead_letter_store` (a RabbitMQ backend keeping its dead letters there).
 """
 
 from __future__ import annotations
 
 import functools
+from typing import TypeVar
 
+from queuey_core.backends.capabilities import KeepsDeadLettersInStore
 from queuey_core.errors import ConfigError
+from queuey_core.results.dead_letter_table import open_dead_letter_table
 from queuey_core.results.recording import JobRecorder
 from queuey_core.results.store import JobStore, open_job_store
 from queuey_core.settings import NO_STORE, Settings
+
+T = TypeVar("T")
 
 
 def results_url(settings: Settings) -> str | None:
@@ -56,3 +62,19 @@ def store_for(settings: Settings) -> JobStore:
     if url is None:
         raise ConfigError(NO_STORE)
     return open_job_store(url, retention=settings.results.retention)
+
+
+def with_dead_letter_store(backend: T, settings: Settings) -> T:
+    """``backend``, keeping its dead letters in the job store ``settings`` name when it
+    can (RabbitMQ with ``[results] url`` set: ``docs/dead-letters.md``); else as it is.
+
+    The store is connected on first use: a store that is down does not keep a worker
+    from starting (its dead letters go to ``<queue>.dlq`` meanwhile).
+    """
+    if not isinstance(backend, KeepsDeadLettersInStore):
+        return backend
+    url = results_url(settings)
+    if url is None or not url.lower().startswith(("sqlite:", "postgres")):
+        return backend
+    backend.keep_dead_letters_in(open_dead_letter_table(url))
+    return backend

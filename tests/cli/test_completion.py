@@ -87,7 +87,7 @@ def test_the_completion_script_s_callback_completes_commands_and_subcommands() -
     env = {"_QUEUEY_COMPLETE": "complete_bash", "COMP_WORDS": "queuey dlq ", "COMP_CWORD": "2"}
     done = script(env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["list", "show", "requeue", "delete", "purge"]
+    assert done.stdout.split() == ["list", "show", "requeue", "delete", "purge", "import"]
     env = {"_QUEUEY_COMPLETE": "complete_bash", "COMP_WORDS": "queuey que", "COMP_CWORD": "1"}
     assert script(env=env).stdout.split() == ["queues"]
 

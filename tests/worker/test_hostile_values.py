@@ -27,7 +27,7 @@ from queuey_core import Retryable
 from queuey_core import UndecodableDeadLetter
 from queuey_core import limits
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.dead_letters import dead_letter_of
+from queuey_core.backends.rabbitmq.dead_letter_reading import dead_letter_of
 from queuey_core.envelope import MAX_COUNT
 from queuey_core.handlers import Handler
 from queuey_core.worker.dispatch import Dispatcher

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
-import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.base import Sink
@@ -44,11 +43,7 @@ from queuey_core.backends.rabbitmq.admin import (
 from queuey_core.backends.rabbitmq.cancels import StreamCancels
 from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
-from queuey_core.backends.rabbitmq.dead_letters import (
-    RabbitDeadLetters,
-    dead_letter_pub,
-    raw_dead_letter_pub,
-)
+from queuey_core.backends.rabbitmq.dead_letters import RabbitDeadLetters
 from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.messages import Pub, properties
@@ -198,26 +193,6 @@ class RabbitMQBackend(
         """See :meth:`Backend.defer`."""
         self.publish(envelope, delay=delay)
 
-    def publish_dead_letter(
-        self, envelope: Envelope, reason: str, *, queue: str | None = None
-    ) -> None:
-        """Publish ``envelope`` to the dead-letter queue of ``queue``, with why, when, attempt.
-
-        ``queue`` is the queue the envelope was delivered from (by default the one it
-        names). Raises before anything is sent if the message could not be encoded.
-        """
-        self._publishing.send([dead_letter_pub(envelope, reason, queue=queue)])
-
-    def publish_raw_dead_letter(
-        self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
-    ) -> None:
-        """The poison path: ``body`` unchanged to the dead-letter queue of ``queue``.
-
-        Nothing of the original message but its body (and a printable message id) is
-        kept, and every header is plain ASCII: this publish cannot fail on content.
-        """
-        self._publishing.send([raw_dead_letter_pub(queue, body, reason, message_id=message_id)])
-
     def consume(self, queue: QueueConfig, sink: Sink) -> RabbitSubscription:
         """See :meth:`Backend.consume`: returns once RabbitMQ registered the consumer."""
         link = self._consumer_link()
@@ -245,20 +220,14 @@ class RabbitMQBackend(
 
     def unroutable_count(self) -> int:
         """Messages in :data:`topology.UNROUTABLE` (none while it does not exist yet)."""
-
-        def work(ch: BlockingChannel) -> int:
-            try:
-                frame = ch.queue_declare(topology.UNROUTABLE, passive=True)
-            except pika.exceptions.ChannelClosedByBroker as exc:
-                if exc.reply_code == 404:
-                    return 0
-                raise
-            return int(frame.method.message_count)
-
-        return self._admin.run(work)
+        return self.unimported_dead_letters(topology.UNROUTABLE)
 
     def inspect(self, names: Sequence[str]) -> Inspection:
-        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND."""
+        """See :meth:`Inspectable.inspect`: a missing queue is None, never NOT_FOUND.
+
+        The broker's counts alone: with a job store,
+        :meth:`~.dead_letters.RabbitDeadLetters.with_stored_dead_letters`
+        adds the dead letters of its table."""
         return self._admin.run(lambda ch: inspect(ch, names))
 
     def held_count(self) -> int:
@@ -324,6 +293,10 @@ class RabbitMQBackend(
         self._publishing.close()
         for link in controls:
             link.close()
+        if self._dead_writer is not None:
+            self._dead_writer.close()
+        if self._index is not None:
+            self._index.table.close()
         self._admin.close()
 
     # -- internals ---------------------------------------------------------------------

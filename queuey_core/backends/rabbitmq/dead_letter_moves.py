@@ -39,7 +39,7 @@ from queuey_core.errors import DeadLetterMoveError, UnknownQueueError
 BATCH = 500
 
 #: What losing the channel or the connection raises in pika.
-_LOST = (
+LOST = (
     pika.exceptions.AMQPConnectionError,
     pika.exceptions.AMQPChannelError,
     pika.exceptions.ConnectionWrongStateError,
@@ -68,7 +68,7 @@ def requeue(
     """
     dlq = topology.holding_queue(queue)
     unroutable = queue == topology.UNROUTABLE
-    exists = _Existing(ch)
+    exists = Existing(ch)
     if not unroutable and not exists(queue):
         raise UnknownQueueError(queue)
     returned: list[str] = []
@@ -84,7 +84,7 @@ def requeue(
             return
         try:
             ch.tx_commit()
-        except _LOST as exc:
+        except LOST as exc:
             raise DeadLetterMoveError(queue, moved, error_text(exc), in_doubt=len(staged)) from exc
         moved += len(staged)
         if returned:  # their queue vanished between the check and the commit
@@ -112,7 +112,7 @@ def requeue(
                 commit()
         commit()
         give_back(ch, dlq, tx=True)
-    except _LOST as exc:
+    except LOST as exc:
         # Nothing of the open transaction happened: the broker dropped it with the channel.
         raise DeadLetterMoveError(queue, moved, error_text(exc)) from exc
     return moved
@@ -142,7 +142,7 @@ def _put_back(ch: BlockingChannel, dlq: str, letters: list[tuple[BasicProperties
     return len(letters)
 
 
-class _Existing:
+class Existing:
     """Whether a queue exists, asked once per name on a channel of its own (a passive
     declare of a missing queue closes its channel)."""
 

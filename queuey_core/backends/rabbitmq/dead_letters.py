@@ -21,35 +21,35 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TypeVar
 
+import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.spec import BasicProperties
 
 from queuey_core.backends.capabilities import (
     AnyDeadLetter,
-    DeadLetter,
     DeadLetterPage,
     DeadLetterTools,
-    UndecodableDeadLetter,
+    Inspection,
 )
 from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page, page_of
 from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
+from queuey_core.backends.rabbitmq.dead_letter_index import IndexedDeadLetters
 from queuey_core.backends.rabbitmq.dead_letter_pass import (
     Held,
     exclusive,
     give_back,
-    header_reason,
     may_be,
     open_pass,
     quick_keeps,
 )
+from queuey_core.backends.rabbitmq.dead_letter_reading import dead_letter_of
+from queuey_core.backends.rabbitmq.dead_letter_writes import DeadLetterWriter
 from queuey_core.backends.rabbitmq.messages import Pub, check_encodable, properties
-from queuey_core.backends.rabbitmq.unroutable import last_death_ms, unroutable_reason
+from queuey_core.backends.rabbitmq.publishing import Publishing
 from queuey_core.envelope import Envelope
-from queuey_core.errors import DecodeError
-from queuey_core.text import body_preview, message_handle
-from queuey_core.trace_context import TraceContext
+from queuey_core.results.dead_letter_table import DeadLetterTable
 
 
 def dead_letter_pub(envelope: Envelope, reason: str, *, queue: str | None = None) -> Pub:
@@ -90,13 +90,106 @@ class RabbitDeadLetters(DeadLetterTools):
     """
 
     _admin: Admin
+    _publishing: Publishing
+    #: With a job store, what writes the worker's dead letters into it.
+    _dead_writer: DeadLetterWriter | None = None
+    #: With a job store, where the dead letters of every queue but the unroutable one
+    #: live (:mod:`.dead_letter_index`); None: the scan path.
+    _index: IndexedDeadLetters | None = None
 
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
 
+    def _indexed(self, queue: str) -> IndexedDeadLetters | None:
+        """The index that holds ``queue``'s dead letters, or None (the scan path)."""
+        return self._index if queue != topology.UNROUTABLE else None
+
+    def publish_dead_letter(
+        self, envelope: Envelope, reason: str, *, queue: str | None = None
+    ) -> None:
+        """Publish ``envelope`` to the dead-letter queue of ``queue``, with why, when, attempt.
+
+        ``queue`` is the queue the envelope was delivered from (by default the one it
+        names). Raises before anything is sent if the message could not be encoded.
+        """
+        pub = dead_letter_pub(envelope, reason, queue=queue)
+        if not self._written(queue or envelope.queue, pub):
+            self._publishing.send([pub])
+
+    def publish_raw_dead_letter(
+        self, queue: str, body: bytes, reason: str, *, message_id: str | None = None
+    ) -> None:
+        """The poison path: ``body`` unchanged to the dead-letter queue of ``queue``.
+
+        Nothing of the original message but its body (and a printable message id) is
+        kept, and every header is plain ASCII: this publish cannot fail on content.
+        """
+        pub = raw_dead_letter_pub(queue, body, reason, message_id=message_id)
+        if not self._written(queue, pub):
+            self._publishing.send([pub])
+
+    def _written(self, queue: str, pub: Pub) -> bool:
+        """Whether the dead letter ``pub`` is a committed row of the job store (with a
+        store attached, and up); False: it goes to ``<queue>.dlq``."""
+        writer = self._dead_writer
+        return writer is not None and writer.write(queue, pub.props, pub.body)
+
+    # -- dead letters in the job store (KeepsDeadLettersInStore) ----------------------------
+
+    def keep_dead_letters_in(self, table: DeadLetterTable) -> None:
+        """Keep dead letters as rows of ``table`` (a job store's) from now on: the
+        worker writes them there, the dead-letter tools read and move them there, and
+        import what still reaches ``<queue>.dlq`` (see :mod:`.dead_letter_index`)."""
+        self._index = IndexedDeadLetters(self._admin, table)
+        self._dead_writer = DeadLetterWriter(table)
+
+    def has_dead_letter_store(self) -> bool:
+        """See :meth:`KeepsDeadLettersInStore.has_dead_letter_store`."""
+        return self._index is not None
+
+    def import_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int | None:
+        """See :meth:`KeepsDeadLettersInStore.import_dead_letters`."""
+        index = self._indexed(queue)
+        return None if index is None else index.import_pending(queue, progress)
+
+    def unimported_dead_letters(self, queue: str) -> int:
+        """See :meth:`KeepsDeadLettersInStore.unimported_dead_letters`."""
+
+        def work(ch: BlockingChannel) -> int:
+            try:
+                frame = ch.queue_declare(topology.holding_queue(queue), passive=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                if exc.reply_code == 404:
+                    return 0
+                raise
+            return int(frame.method.message_count)
+
+        return self._admin.run(work)
+
+    def with_stored_dead_letters(self, inspection: Inspection) -> Inspection:
+        """See :meth:`KeepsDeadLettersInStore.with_stored_dead_letters`."""
+        if self._index is None:
+            return inspection
+        rows = self._index.table.counts()
+        for name, counts in inspection.queues.items():
+            if counts is not None and counts.dead_letters is not None:
+                dead = counts.dead_letters + rows.get(name, 0)
+                inspection.queues[name] = counts._replace(dead_letters=dead)
+        return inspection
+
+    @property
+    def dead_letter_fallbacks(self) -> int:
+        """Dead letters published to ``<queue>.dlq`` because the job store failed or was
+        slow (0 without a store)."""
+        return 0 if self._dead_writer is None else self._dead_writer.fallbacks
+
     def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
         """See :meth:`DeadLetterTools.list_dead_letters`: a pass that stops after
         ``limit``; everything goes back, in order, when its channel closes."""
+        if (index := self._indexed(queue)) is not None:
+            return index.list_dead_letters(queue, limit=limit)
 
         def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
             dlq = topology.holding_queue(queue)
@@ -121,6 +214,10 @@ class RabbitDeadLetters(DeadLetterTools):
         what the filter keeps (the reason is in the headers, the job type read with a
         plain JSON parse).
         """
+        if (index := self._indexed(queue)) is not None:
+            return index.dead_letter_page(
+                queue, offset=offset, limit=limit, job_type=job_type, reason=reason
+            )
         check_page(offset, limit)
         wanted = DeadLetterFilter(job_type, reason)
 
@@ -139,7 +236,9 @@ class RabbitDeadLetters(DeadLetterTools):
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
         """See :meth:`DeadLetterTools.get_dead_letter`: a pass over the whole queue (see
-        :data:`HEAD`); only messages that may be it are decoded."""
+        :data:`.dead_letter_pass.HEAD`); only messages that may be it are decoded."""
+        if (index := self._indexed(queue)) is not None:
+            return index.get_dead_letter(queue, handle)
 
         def work(ch: BlockingChannel) -> AnyDeadLetter | None:
             dlq = topology.holding_queue(queue)
@@ -156,6 +255,9 @@ class RabbitDeadLetters(DeadLetterTools):
         """See :meth:`DeadLetterTools.iter_dead_letters`: one pass, holding the admin
         connection (and every message it read, on the broker) until the iterator ends
         or is closed; the client keeps none of them."""
+        if (index := self._indexed(queue)) is not None:
+            yield from index.iter_dead_letters(queue, job_type=job_type, reason=reason)
+            return
         wanted = DeadLetterFilter(job_type, reason)
         with self._admin.channel() as ch, exclusive(ch, topology.holding_queue(queue)):
             dlq = topology.holding_queue(queue)
@@ -177,6 +279,8 @@ class RabbitDeadLetters(DeadLetterTools):
         ``queue`` may be :data:`topology.UNROUTABLE`: each goes to the queue its envelope
         names, if that exists now.
         """
+        if (index := self._indexed(queue)) is not None:
+            return index.requeue_dead_letters(queue, job_ids, progress=progress)
         wanted = None if job_ids is None else set(job_ids)
         return self._admin.run(
             _locked(queue, lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at))
@@ -184,6 +288,8 @@ class RabbitDeadLetters(DeadLetterTools):
 
     def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
+        if (index := self._indexed(queue)) is not None:
+            return index.delete_dead_letters(queue, handles)
         return self._admin.run(
             _locked(queue, lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
         )
@@ -192,6 +298,8 @@ class RabbitDeadLetters(DeadLetterTools):
         self, queue: str, *, progress: Callable[[int], None] | None = None
     ) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one ``queue.purge``."""
+        if (index := self._indexed(queue)) is not None:
+            return index.purge_dead_letters(queue, progress=progress)
         frame = self._admin.run(
             _locked(queue, lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         )
@@ -238,32 +346,3 @@ def dead_letter_at(held: Held, dlq: str) -> AnyDeadLetter:
     """The dead letter a message of a pass over ``dlq`` is."""
     key = held.routing_key if dlq == topology.UNROUTABLE else None
     return dead_letter_of(held.props, held.body, held.position, key)
-
-
-def dead_letter_of(
-    props: BasicProperties, body: bytes, position: int, unroutable_key: str | None = None
-) -> AnyDeadLetter:
-    """What a message of a dead-letter queue is, read without trusting any of it; one of
-    ``queuey.unroutable`` comes with its routing key, which names its queue."""
-    headers = props.headers if isinstance(props.headers, dict) else {}
-    reason = header_reason(headers)
-    if unroutable_key is not None and topology.REASON_HEADER not in headers:
-        reason = unroutable_reason(unroutable_key)
-    # Dead-lettered by RabbitMQ (unroutable, rejected): its x-death says when.
-    dead_at = _millis(headers.get(topology.DEAD_AT_HEADER)) or last_death_ms(headers)
-    try:
-        # Its trace context too, so that a requeued dead letter stays in its job's trace.
-        envelope = Envelope.decode(body).with_trace(TraceContext.from_headers(headers))
-    except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
-        error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
-        handle = message_handle(props.message_id) or f"#{position}"
-        return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
-    return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
-
-
-def _millis(value: object) -> int | None:
-    """A time header in ms since the epoch, or None when it is not a plausible one."""
-    # pika reads 64-bit integers as its own int subclass: take any int but a bool.
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**53:
-        return None
-    return int(value)

@@ -11,7 +11,7 @@ from pika.spec import BasicProperties
 
 from queuey_core import DeadLetter
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.dead_letters import dead_letter_of
+from queuey_core.backends.rabbitmq.dead_letter_reading import dead_letter_of
 from queuey_core.backends.rabbitmq.messages import properties
 from queuey_core.envelope import Envelope
 from queuey_core.trace_context import TraceContext

@@ -18,7 +18,7 @@ from pika.spec import BasicProperties
 from queuey_core import DeadLetter
 from queuey_core import Envelope
 from queuey_core.backends.rabbitmq import topology
-from queuey_core.backends.rabbitmq.dead_letters import dead_letter_of
+from queuey_core.backends.rabbitmq.dead_letter_reading import dead_letter_of
 
 KEY = topology.delay_routing_key(1100, "pc.nosuch")
 LEFT_THE_LADDER = datetime.datetime(2026, 12, 2, 1, 26, 1, tzinfo=datetime.UTC)

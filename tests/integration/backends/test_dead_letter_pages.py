@@ -19,7 +19,7 @@ from queuey_core import QueueConfig
 from queuey_core.backends.capabilities import AnyDeadLetter
 from tests.backend_kinds import BackendKind
 from tests.backend_kinds import ContractEnv
-from tests.backend_kinds import backend_params
+from tests.backend_kinds import dead_letter_params
 from tests.conftest import backend_env
 from tests.integration.backends.test_backend_contract import Collector
 from tests.support import named_envelope
@@ -36,7 +36,7 @@ def reason(i: int) -> str:
     return f"Fatal error: Boom {i % 3}" if i % 3 else f"max attempts (3) reached: {i}"
 
 
-@pytest.fixture(params=backend_params())
+@pytest.fixture(params=dead_letter_params())
 def env(request: pytest.FixtureRequest) -> Iterator[ContractEnv]:
     kind: BackendKind = request.param
     with backend_env(kind, kind.contract_env) as e:

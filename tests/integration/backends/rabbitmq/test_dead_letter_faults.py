@@ -145,7 +145,14 @@ def test_a_stream_cut_by_a_closed_connection_gives_every_dead_letter_back_in_ord
 
 def test_two_operators_at_once_lose_duplicate_and_reorder_nothing(node: Node, queue: str) -> None:
     ids = fill(node, queue)
-    mover, reader = RabbitMQBackend(node.url()), RabbitMQBackend(node.url())
+    two_operators(node, queue, ids, RabbitMQBackend(node.url()), RabbitMQBackend(node.url()))
+
+
+def two_operators(
+    node: Node, queue: str, ids: list[str], mover: RabbitMQBackend, reader: RabbitMQBackend
+) -> None:
+    """``mover`` requeues every dead letter of ``queue`` while ``reader`` pages and
+    streams: what is listed is in order and never twice, and each is requeued once."""
     errors: list[BaseException] = []
 
     def requeue_all() -> None:

@@ -33,6 +33,7 @@ import asyncio  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -97,6 +98,11 @@ class Run:
 def make_backend(kind: str) -> Backend:
     if kind == "memory":
         return MemoryBackend()
+    if kind == "sqlite":
+        from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+
+        folder = tempfile.mkdtemp(prefix="queuey-bench-async-")
+        return SqliteBackend(f"sqlite:///{folder}/queuey.db")
     from queuey_core.backends.rabbitmq import RabbitMQBackend  # noqa: PLC0415
 
     url = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -109,8 +115,19 @@ def settled(backend: Backend, worker: Worker) -> bool:
     return found is not None and found.ready == 0 and worker.handle.in_flight() == 0
 
 
-def run(kind: str, fn: Callable[..., Any], jobs: int, *, prefetch: int, **options: Any) -> Run:
-    """Enqueue ``jobs``, run a worker of ``fn`` until all are settled; time it."""
+def run(
+    kind: str,
+    fn: Callable[..., Any],
+    jobs: int,
+    *,
+    prefetch: int,
+    around: Callable[[bool], None] | None = None,
+    **options: Any,
+) -> Run:
+    """Enqueue ``jobs``, run a worker of ``fn`` until all are settled; time it.
+
+    ``around(True)`` is called as the worker starts, ``around(False)`` once every job is
+    settled (bench/async_instructions.py counts instructions in between)."""
     config = QueueConfig(QUEUE, prefetch=prefetch, async_concurrency=options.pop("cap", None))
     queues = QueueSet([config])
     backend = make_backend(kind)
@@ -118,11 +135,15 @@ def run(kind: str, fn: Callable[..., Any], jobs: int, *, prefetch: int, **option
         Producer(backend, queues).enqueue_many([Wait(n=i) for i in range(jobs)])
         worker = Worker(backend, queues, [Handler(Wait, fn)], job_timeout=60, **options)
         thread = threading.Thread(target=worker.run)
+        if around is not None:
+            around(True)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         thread.start()
         while not settled(backend, worker):
             time.sleep(0.002)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        if around is not None:
+            around(False)
         worker.handle.shutdown()
         thread.join()
         return Run(wall, cpu, jobs)
@@ -140,7 +161,7 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--backend", choices=["memory", "rabbitmq"], default="memory")
+    parser.add_argument("--backend", choices=["memory", "sqlite", "rabbitmq"], default="memory")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     kind = args.backend

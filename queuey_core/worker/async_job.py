@@ -19,8 +19,8 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
@@ -32,9 +32,10 @@ from queuey_core.worker.timeout import RunState as State
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class AsyncJob:
-    """Everything the loop needs to run one async job and hand back its outcome."""
+class AsyncJob(NamedTuple):
+    """Everything the loop needs to run one async job and hand back its outcome (a
+    NamedTuple: one is made for every job, and a frozen dataclass is built an attribute
+    at a time)."""
 
     handler: JobHandler
     job: Job
@@ -48,17 +49,21 @@ class AsyncJob:
     timed_out: Outcome
     #: Tells the hooks the job timed out, with the error (before its settle); may block.
     on_timed_out: Callable[[str], None]
-    #: Its delivery acks without waiting: a success is settled on the loop itself.
-    acks_early: bool = False
+    #: Its delivery acks without waiting (an early ack, or a settle in process): a
+    #: success is settled on the loop itself.
+    success_here: bool = False
 
 
 class AsyncRun:
     """The race between a job's coroutine ending, its timeout, and a forced stop."""
 
-    def __init__(self) -> None:
+    def __init__(self, forced: bool = False) -> None:
         self.lock = threading.Lock()
         self.state = State.RUNNING
-        self.forced = False
+        #: Cancelled by a forced stop (or handed over after one: never started).
+        self.forced = forced
+        #: The job's task, set by whoever creates it (so no coroutine asks for it).
+        self.task: asyncio.Task[None] | None = None
 
     def time_out(self) -> bool:
         """Timer side: mark timed out, unless it already ended."""
@@ -87,15 +92,16 @@ async def run_job(
     item: AsyncJob,
     run: AsyncRun,
     *,
+    loop: asyncio.AbstractEventLoop,
     clock: Clock,
     grace: float,
     on_stuck: Callable[[AsyncJob], None],
     on_stuck_ended: Callable[[AsyncJob], None],
 ) -> Outcome | None:
-    """Run ``item`` under its timeout; its outcome, or None when it must not be settled
-    here (a stuck coroutine's delivery was settled without it; a forced stop)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
+    """Run ``item`` under its timeout, in ``run.task`` on ``loop``; its outcome, or None
+    when it must not be settled here (a stuck coroutine's delivery was settled without
+    it; a forced stop)."""
+    task = run.task
     assert task is not None
 
     def cancel() -> None:

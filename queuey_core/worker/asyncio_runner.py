@@ -44,6 +44,18 @@ logger = logging.getLogger(__name__)
 SETTLE_THREADS = 8
 
 
+class _Cap:
+    """One async cap: how many of its jobs may run, and how many do (under the
+    runner's lock: a plain lock and a counter cost a fraction of a Semaphore's
+    Condition, and the count of jobs handed over is kept under the same lock)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
 class AsyncRunner:
     """One event loop on a thread of its own, running the async jobs handed to it.
 
@@ -70,28 +82,32 @@ class AsyncRunner:
         self._handle = handle
         self._clock = clock
         self._grace = grace
-        shared = threading.Semaphore(shared_cap)
-        self._permits = {queue: threading.Semaphore(cap) for queue, cap in caps.items()}
-        self._shared = shared
+        self._shared = _Cap(shared_cap)
+        self._caps = {queue: _Cap(cap) for queue, cap in caps.items()}
         self._block_warning = block_warning
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._watch: LoopWatch | None = None
+        # One lock for the caps, the count of jobs handed over and the inbox: a job
+        # takes it once on its way in and once on its way out. ``_freed`` is waited on
+        # by a job thread at its cap and by a drain; ``_waiting`` counts them, so a job
+        # that ends wakes nobody when nobody waits.
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0
+        self._running = 0
         # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
         # all that arrive while it is busy, not one a job.
-        self._inbox: collections.deque[
-            tuple[AsyncJob, threading.Semaphore, contextvars.Context]
-        ] = collections.deque()
-        self._inbox_lock = threading.Lock()
+        self._inbox: collections.deque[tuple[AsyncJob, _Cap, contextvars.Context]] = (
+            collections.deque()
+        )
         self._inbox_called = False
-        # Settles, taken by the settle threads: (job, outcome, the permit to give back
-        # once settled, or None when the coroutine still holds it).
-        self._settles: queue.SimpleQueue[
-            tuple[AsyncJob, Outcome, threading.Semaphore | None] | None
-        ] = queue.SimpleQueue()
+        # Settles, taken by the settle threads: (job, outcome, the cap to give a permit
+        # back to once settled, or None when the coroutine still holds it).
+        self._settles: queue.SimpleQueue[tuple[AsyncJob, Outcome, _Cap | None] | None] = (
+            queue.SimpleQueue()
+        )
         self._settlers: list[threading.Thread] = []
-        self._idle = threading.Condition()
-        self._running = 0
         self._forced = False
         # task -> (job, its run): the loop's thread only (the watch reads a copy).
         self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
@@ -107,7 +123,7 @@ class AsyncRunner:
 
     def running(self) -> int:
         """Async jobs handed over and not settled yet."""
-        with self._idle:
+        with self._lock:
             return self._running
 
     def start(self) -> None:
@@ -148,37 +164,47 @@ class AsyncRunner:
         settle: Callable[[Outcome], None],
         timed_out: Outcome,
         on_timed_out: Callable[[str], None],
-        acks_early: bool = False,
+        success_here: bool = False,
     ) -> None:
         """Run a job on the loop (from a job thread), once a permit of its cap is free.
 
         Waits while the cap is reached: the job thread pulls nothing more meanwhile.
         ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
         of a timeout (before its settle); both may block and run on a settle thread,
-        but for a success whose delivery ``acks_early``: that ack waits for nothing, and
-        is sent from the loop (its hooks run there too).
+        but for a success when ``success_here`` (its delivery acks early, or settles in
+        process): that ack waits for nothing, and is sent from the loop (its hooks run
+        there too).
         """
         item = AsyncJob(
-            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, acks_early
+            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, success_here
         )
-        permit = self._permits.get(item.queue, self._shared)
-        permit.acquire()
-        with self._idle:
-            self._running += 1
+        cap = self._caps.get(item.queue, self._shared)
         self._handle.record_in_flight(1)
-        with self._inbox_lock:
-            # The job thread's context (the job's span, when tracing) goes with it.
-            self._inbox.append((item, permit, contextvars.copy_context()))
+        # The job thread's context (the job's span, when tracing) goes with it.
+        entry = (item, cap, contextvars.copy_context())
+        with self._lock:
+            if cap.used >= cap.limit:
+                self._wait_for(lambda: cap.used < cap.limit)
+            cap.used += 1
+            self._running += 1
+            self._inbox.append(entry)
             if self._inbox_called:
                 return
             self._inbox_called = True
         self._loop.call_soon_threadsafe(self._take_inbox)
 
+    def _wait_for(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait on ``_freed`` (its lock held) until ``ready()``; counted as a waiter."""
+        self._waiting += 1
+        try:
+            return self._freed.wait_for(ready, timeout)
+        finally:
+            self._waiting -= 1
+
     def drain(self) -> None:
         """Wait for every coroutine handed over to end and be settled, then stop the loop."""
-        with self._idle:
-            while self._running:
-                self._idle.wait()
+        with self._lock:
+            self._wait_for(lambda: not self._running)
         self.close()
 
     def cancel_all(self, wait: float) -> int:
@@ -200,8 +226,8 @@ class AsyncRunner:
         except RuntimeError:  # closed: nothing runs
             return 0
         done.wait(wait)
-        with self._idle:
-            self._idle.wait_for(lambda: not self._running, timeout=wait)
+        with self._lock:
+            self._wait_for(lambda: not self._running, wait)
             return self._running
 
     def close(self) -> None:
@@ -236,23 +262,23 @@ class AsyncRunner:
             loop.close()
 
     def _take_inbox(self) -> None:
-        with self._inbox_lock:
+        with self._lock:
             taken = list(self._inbox)
             self._inbox.clear()
             self._inbox_called = False
-        for item, permit, context in taken:
-            run = AsyncRun()
-            run.forced = self._forced
-            task = self._loop.create_task(self._main(item, run, permit), context=context)
-            self._runs[task] = (item, run)
+        create_task, runs, forced = self._loop.create_task, self._runs, self._forced
+        for item, cap, context in taken:
+            run = AsyncRun(forced)
+            run.task = task = create_task(self._main(item, run, cap), context=context)
+            runs[task] = (item, run)
 
-    async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:
-        task = asyncio.current_task()
+    async def _main(self, item: AsyncJob, run: AsyncRun, cap: _Cap) -> None:
         outcome: Outcome | None = None
         try:
             outcome = await run_job(
                 item,
                 run,
+                loop=self._loop,
                 clock=self._clock,
                 grace=self._grace,
                 on_stuck=self._stuck,
@@ -273,23 +299,22 @@ class AsyncRunner:
         except BaseException:  # never expected: run_job classifies every outcome
             logger.critical("worker bug while running an async job", exc_info=True)
         finally:
-            if task is not None:
-                self._runs.pop(task, None)
-            if outcome is SUCCESS and item.acks_early:  # nothing to wait for: here
-                self._settle_here(item, outcome, permit)
+            self._runs.pop(run.task, None)  # type: ignore[arg-type]
+            if outcome is SUCCESS and item.success_here:  # nothing to wait for: here
+                self._settle_here(item, outcome, cap)
             elif outcome is not None:  # the settle thread gives the permit back, settled
-                self._settles.put((item, outcome, permit))
+                self._settles.put((item, outcome, cap))
             else:
-                self._release(permit)
+                self._release(cap)
 
-    def _release(self, permit: threading.Semaphore) -> None:
+    def _release(self, cap: _Cap) -> None:
         """A job is over (settled, or never to be): its permit and counts given back."""
-        permit.release()
         self._handle.record_in_flight(-1)
-        with self._idle:
+        with self._lock:
+            cap.used -= 1
             self._running -= 1
-            if not self._running:
-                self._idle.notify_all()
+            if self._waiting:
+                self._freed.notify_all()
 
     # -- on the settle threads ----------------------------------------------------------
 
@@ -297,16 +322,18 @@ class AsyncRunner:
         while (taken := self._settles.get()) is not None:
             self._settle_here(*taken)
 
-    def _settle_here(
-        self, item: AsyncJob, outcome: Outcome, permit: threading.Semaphore | None
-    ) -> None:
+    def _settle_here(self, item: AsyncJob, outcome: Outcome, cap: _Cap | None) -> None:
+        """Settle ``item`` for ``outcome`` (the hooks, the logs, the broker), then give
+        its permit back (None: the coroutine still holds it)."""
         try:
-            _settle(item, outcome)
+            if outcome.timed_out:
+                item.on_timed_out(outcome.error)
+            item.settle(outcome)
         except BaseException:  # never expected: the dispatcher's settle logs its own
             logger.critical("worker bug while settling an async job", exc_info=True)
         finally:
-            if permit is not None:
-                self._release(permit)
+            if cap is not None:
+                self._release(cap)
 
     def _stuck(self, item: AsyncJob) -> None:
         """On the clock's thread: a coroutine still running ``grace`` after its timeout."""
@@ -328,10 +355,3 @@ class AsyncRunner:
         task = asyncio.current_task(self._loop) if self._thread is not None else None
         entry = self._runs.get(task) if task is not None else None
         return entry[0] if entry is not None else None
-
-
-def _settle(item: AsyncJob, outcome: Outcome) -> None:
-    """On a settle thread: the hooks, the logs and the broker, for ``outcome``."""
-    if outcome.timed_out:
-        item.on_timed_out(outcome.error)
-    item.settle(outcome)

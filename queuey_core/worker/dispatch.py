@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Delivery
-from queuey_core.backends.capabilities import acks_early
+from queuey_core.backends.capabilities import acks_early, settles_in_process
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.errors import DecodeError, JobTimeout
@@ -210,7 +210,7 @@ class Dispatcher:
                 ),
                 timed_out=_timed_out(timeout or 0.0),
                 on_timed_out=functools.partial(self._hooks.timed_out, delivery),
-                acks_early=acks_early(delivery.inner),
+                success_here=acks_early(delivery.inner) or settles_in_process(delivery.inner),
             )
             return
         if timeout is None:

@@ -122,12 +122,14 @@ def run(
     *,
     prefetch: int,
     around: Callable[[bool], None] | None = None,
+    poll: float = 0.002,
     **options: Any,
 ) -> Run:
     """Enqueue ``jobs``, run a worker of ``fn`` until all are settled; time it.
 
     ``around(True)`` is called as the worker starts, ``around(False)`` once every job is
-    settled (bench/async_instructions.py counts instructions in between)."""
+    settled (bench/async_instructions.py counts instructions in between); ``poll``:
+    seconds between two looks at whether all are settled."""
     config = QueueConfig(QUEUE, prefetch=prefetch, async_concurrency=options.pop("cap", None))
     queues = QueueSet([config])
     backend = make_backend(kind)
@@ -140,7 +142,7 @@ def run(
         cpu0, wall0 = time.process_time(), time.perf_counter()
         thread.start()
         while not settled(backend, worker):
-            time.sleep(0.002)
+            time.sleep(poll)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         if around is not None:
             around(False)

@@ -226,6 +226,21 @@ def settles_in_process(delivery: object) -> TypeGuard[SettlesInProcess]:
     return _is(delivery, SettlesInProcess)
 
 
+#: Delivery class -> whether it is EarlyAck or SettlesInProcess (see :func:`acks_at_once`).
+_AT_ONCE: dict[type, bool] = {}
+
+
+def acks_at_once(delivery: object) -> bool:
+    """Whether an ack of ``delivery`` waits for nothing (it is :class:`EarlyAck` or
+    :class:`SettlesInProcess`): the worker's event loop then settles an async job's
+    success itself. One dict lookup a job once asked for its class."""
+    kind = type(delivery)
+    known = _AT_ONCE.get(kind)
+    if known is None:
+        known = _AT_ONCE[kind] = acks_early(delivery) or settles_in_process(delivery)
+    return known
+
+
 # -- observability ---------------------------------------------------------------------
 
 

@@ -29,11 +29,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuey_core.aio.cancel import LoopCancelEvent
+from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
-from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
+from queuey_core.worker.async_job import (
+    AsyncJob,
+    AsyncRun,
+    AsyncSettler,
+    Cap,
+    Surroundings,
+    run_job,
+)
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.loop_watch import LoopWatch
 from queuey_core.worker.outcome import SUCCESS, Outcome
@@ -42,18 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: Settle threads at most: a settle waits on the broker for about a millisecond.
 SETTLE_THREADS = 8
-
-
-class _Cap:
-    """One async cap: how many of its jobs may run, and how many do (under the
-    runner's lock: a plain lock and a counter cost a fraction of a Semaphore's
-    Condition, and the count of jobs handed over is kept under the same lock)."""
-
-    __slots__ = ("limit", "used")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
 
 
 class AsyncRunner:
@@ -82,8 +78,8 @@ class AsyncRunner:
         self._handle = handle
         self._clock = clock
         self._grace = grace
-        self._shared = _Cap(shared_cap)
-        self._caps = {queue: _Cap(cap) for queue, cap in caps.items()}
+        self._shared = Cap(shared_cap)
+        self._caps = {queue: Cap(cap) for queue, cap in caps.items()}
         self._block_warning = block_warning
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
@@ -98,19 +94,20 @@ class AsyncRunner:
         self._running = 0
         # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
         # all that arrive while it is busy, not one a job.
-        self._inbox: collections.deque[tuple[AsyncJob, _Cap, contextvars.Context]] = (
+        self._inbox: collections.deque[tuple[AsyncJob, Cap, contextvars.Context]] = (
             collections.deque()
         )
         self._inbox_called = False
         # Settles, taken by the settle threads: (job, outcome, the cap to give a permit
         # back to once settled, or None when the coroutine still holds it).
-        self._settles: queue.SimpleQueue[tuple[AsyncJob, Outcome, _Cap | None] | None] = (
+        self._settles: queue.SimpleQueue[tuple[AsyncJob, Outcome, Cap | None] | None] = (
             queue.SimpleQueue()
         )
         self._settlers: list[threading.Thread] = []
         self._forced = False
-        # task -> (job, its run): the loop's thread only (the watch reads a copy).
-        self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
+        # task -> its run: the loop's thread only (the watch reads a copy).
+        self._runs: dict[asyncio.Task[None], AsyncRun] = {}
+        self._around = self._surroundings()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -133,6 +130,7 @@ class AsyncRunner:
             return
         if self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
+            self._around = self._surroundings()
             self._forced = False
         self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
         self._thread.start()
@@ -152,6 +150,11 @@ class AsyncRunner:
             )
             self._watch.start()
 
+    def _surroundings(self) -> Surroundings:
+        return Surroundings(
+            self._loop, self._clock, self._grace, self._stuck, self._stuck_ended, self._ended
+        )
+
     def submit(
         self,
         handler: JobHandler,
@@ -161,22 +164,32 @@ class AsyncRunner:
         timeout: float | None,
         fields: dict[str, Any],
         *,
-        settle: Callable[[Outcome], None],
+        delivery: Delivery,
+        route: Any,
+        settler: AsyncSettler,
         timed_out: Outcome,
-        on_timed_out: Callable[[str], None],
         success_here: bool = False,
     ) -> None:
         """Run a job on the loop (from a job thread), once a permit of its cap is free.
 
         Waits while the cap is reached: the job thread pulls nothing more meanwhile.
-        ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
-        of a timeout (before its settle); both may block and run on a settle thread,
-        but for a success when ``success_here`` (its delivery acks early, or settles in
-        process): that ack waits for nothing, and is sent from the loop (its hooks run
-        there too).
+        ``settler`` settles ``delivery`` for an outcome and tells the hooks of a timeout
+        (before its settle); both may block and run on a settle thread, but for a
+        success when ``success_here`` (its delivery acks early, or settles in process):
+        that ack waits for nothing, and is sent from the loop (its hooks run there too).
         """
         item = AsyncJob(
-            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, success_here
+            handler,
+            job,
+            ctx,
+            queue,
+            timeout,
+            fields,
+            delivery,
+            route,
+            settler,
+            timed_out,
+            success_here,
         )
         cap = self._caps.get(item.queue, self._shared)
         self._handle.record_in_flight(1)
@@ -215,9 +228,9 @@ class AsyncRunner:
 
         def cancel() -> None:
             self._forced = True  # and any job handed over from now on
-            for task, (item, run) in list(self._runs.items()):
+            for task, run in list(self._runs.items()):
                 run.forced = True
-                item.ctx.cancel_event.set()
+                run.item.ctx.cancel_event.set()
                 task.cancel("the worker is stopping at once")
             done.set()
 
@@ -266,48 +279,30 @@ class AsyncRunner:
             taken = list(self._inbox)
             self._inbox.clear()
             self._inbox_called = False
-        create_task, runs, forced = self._loop.create_task, self._runs, self._forced
+        create_task, runs, around, forced = (
+            self._loop.create_task,
+            self._runs,
+            self._around,
+            self._forced,
+        )
         for item, cap, context in taken:
-            run = AsyncRun(forced)
-            run.task = task = create_task(self._main(item, run, cap), context=context)
-            runs[task] = (item, run)
+            run = AsyncRun(item, cap, around, forced)
+            run.task = task = create_task(run_job(run), context=context)
+            runs[task] = run
 
-    async def _main(self, item: AsyncJob, run: AsyncRun, cap: _Cap) -> None:
-        outcome: Outcome | None = None
-        try:
-            outcome = await run_job(
-                item,
-                run,
-                loop=self._loop,
-                clock=self._clock,
-                grace=self._grace,
-                on_stuck=self._stuck,
-                on_stuck_ended=self._stuck_ended,
-            )
-            if outcome is None and run.forced:
-                logger.warning(
-                    "job cancelled: the worker is stopping at once; its delivery goes back "
-                    "to the broker",
-                    extra=item.fields,
-                )
-        except asyncio.CancelledError:
-            logger.warning(
-                "job cancelled: the worker is stopping at once; its delivery goes back to "
-                "the broker",
-                extra=item.fields,
-            )
-        except BaseException:  # never expected: run_job classifies every outcome
-            logger.critical("worker bug while running an async job", exc_info=True)
-        finally:
-            self._runs.pop(run.task, None)  # type: ignore[arg-type]
-            if outcome is SUCCESS and item.success_here:  # nothing to wait for: here
-                self._settle_here(item, outcome, cap)
-            elif outcome is not None:  # the settle thread gives the permit back, settled
-                self._settles.put((item, outcome, cap))
-            else:
-                self._release(cap)
+    def _ended(self, run: AsyncRun, outcome: Outcome | None) -> None:
+        """A job's coroutine is over: settle it (here, or on a settle thread), or give
+        its permit back if it is not to be settled."""
+        del self._runs[run.task]  # type: ignore[arg-type]
+        item, cap = run.item, run.cap
+        if outcome is SUCCESS and item.success_here:  # nothing to wait for: here
+            self._settle_here(item, outcome, cap)
+        elif outcome is not None:  # the settle thread gives the permit back, settled
+            self._settles.put((item, outcome, cap))
+        else:
+            self._release(cap)
 
-    def _release(self, cap: _Cap) -> None:
+    def _release(self, cap: Cap) -> None:
         """A job is over (settled, or never to be): its permit and counts given back."""
         self._handle.record_in_flight(-1)
         with self._lock:
@@ -322,13 +317,11 @@ class AsyncRunner:
         while (taken := self._settles.get()) is not None:
             self._settle_here(*taken)
 
-    def _settle_here(self, item: AsyncJob, outcome: Outcome, cap: _Cap | None) -> None:
+    def _settle_here(self, item: AsyncJob, outcome: Outcome, cap: Cap | None) -> None:
         """Settle ``item`` for ``outcome`` (the hooks, the logs, the broker), then give
         its permit back (None: the coroutine still holds it)."""
         try:
-            if outcome.timed_out:
-                item.on_timed_out(outcome.error)
-            item.settle(outcome)
+            item.settler.settle_async(item, outcome)
         except BaseException:  # never expected: the dispatcher's settle logs its own
             logger.critical("worker bug while settling an async job", exc_info=True)
         finally:
@@ -353,5 +346,5 @@ class AsyncRunner:
     def current_job(self) -> AsyncJob | None:
         """The job whose coroutine the loop is running right now, if any (any thread)."""
         task = asyncio.current_task(self._loop) if self._thread is not None else None
-        entry = self._runs.get(task) if task is not None else None
-        return entry[0] if entry is not None else None
+        run = self._runs.get(task) if task is not None else None
+        return run.item if run is not None else None

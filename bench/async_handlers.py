@@ -157,6 +157,38 @@ def run(
         backend.close()
 
 
+def asyncio_floor() -> Run:
+    """The I/O-bound jobs with no queuey at all: ``IO_JOBS`` tasks that each await
+    ``IO_WAIT``, ``ASYNC_CAP`` at a time (each one ending starts the next), on a fresh
+    loop. Its CPU per job is asyncio's own floor: a task, a timer, a wake-up."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        todo = iter(range(IO_JOBS))
+        done = loop.create_future()
+        left = IO_JOBS
+
+        def start() -> None:
+            for n in todo:
+                loop.create_task(wait_async(Wait(n=n), None)).add_done_callback(finished)  # type: ignore[arg-type]
+                return
+
+        def finished(_: asyncio.Task[None]) -> None:
+            nonlocal left
+            left -= 1
+            if not left:
+                done.set_result(None)
+            start()
+
+        for _ in range(ASYNC_CAP):
+            start()
+        await done
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    asyncio.run(main())
+    return Run(time.perf_counter() - wall0, time.process_time() - cpu0, IO_JOBS)
+
+
 def load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
@@ -184,6 +216,7 @@ def main() -> None:
                 )
             else:
                 io[1] = run(kind, wait_thread, IO_JOBS, prefetch=THREADS_IO, concurrency=THREADS_IO)
+        floor = asyncio_floor()
         noop: dict[int, Run] = {}
         for side in order:
             fn = noop_async if side == 0 else noop_thread
@@ -199,17 +232,20 @@ def main() -> None:
         note("io async: fraction of ideal", ideal / io[0].wall)
         note("io 64 threads: wall (s)", io[1].wall)
         note("io async / 64 threads (speed)", io[1].wall / io[0].wall)
-        note("io async: CPU (s)", io[0].cpu)
-        note("io 64 threads: CPU (s)", io[1].cpu)
+        note("io async: CPU us/job", io[0].cpu / IO_JOBS * 1e6)
+        note("io 64 threads: CPU us/job", io[1].cpu / IO_JOBS * 1e6)
+        note("io, asyncio alone: CPU us/job", floor.cpu / IO_JOBS * 1e6)
+        note("io, asyncio alone: wall (s)", floor.wall)
         note("no-op async: jobs/s", noop[0].rate)
         note("no-op threads: jobs/s", noop[1].rate)
         note("no-op async / threads (rate)", noop[0].rate / noop[1].rate)
+        note("no-op threads / async (CPU a job)", noop[1].cpu / noop[0].cpu)
         note("no-op async: CPU us/job", noop[0].cpu / NOOP_JOBS * 1e6)
         note("no-op threads: CPU us/job", noop[1].cpu / NOOP_JOBS * 1e6)
         print(
             f"round {round_ + 1}: io async {io[0].wall:.2f}s ({ideal / io[0].wall:.0%} of ideal), "
             f"64 threads {io[1].wall:.2f}s; no-op async {noop[0].rate:.0f}/s, "
-            f"threads {noop[1].rate:.0f}/s; {load()}",
+            f"threads {noop[1].rate:.0f}/s (CPU {noop[0].cpu / noop[1].cpu:.2f}x); {load()}",
             flush=True,
         )
     print(f"\nmedians over {args.rounds} rounds ({kind}):")

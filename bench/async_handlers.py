@@ -1,21 +1,28 @@
 """The asyncio benchmark: ``async def`` jobs on the worker's event loop beside the same
 jobs on threads, in one run.
 
-    .venv/bin/python bench/async_handlers.py [--backend memory|rabbitmq] [--rounds 3]
+    .venv/bin/python bench/async_handlers.py [--backend memory|sqlite|rabbitmq] [--rounds 3]
 
-Three comparisons, each a ratio measured in the same round (rounds alternate the order):
+Each round measures, in one process and alternating the order of the two sides:
 
 * I/O-bound: 10,000 jobs that each wait 20 ms (``await asyncio.sleep(0.02)``) with an
   async cap of 1,000, as a fraction of the ideal (10,000 x 20 ms / 1,000 = 0.2 s), and
   against the same jobs on 64 threads (``time.sleep(0.02)``);
+* asyncio alone: the same 10,000 waits as bare tasks, 1,000 at a time, no queuey: the
+  CPU a job costs asyncio itself (a task, a timer, a wake-up), the floor under the
+  I/O-bound figure;
 * no-op: 20,000 async jobs that return at once against 20,000 plain ones (8 job threads,
   prefetch 100 for both): the cost of the loop's hand-over per job;
-* CPU time of the process for each, from ``time.process_time()``.
+* CPU time of the process for each (``time.process_time()``, every thread), and the
+  share of it the cyclic garbage collector took (``gc.callbacks``): CPU per job moves
+  less with the machine's load than wall-clock rates do.
 
 A run is timed from the worker's start until every job is settled (jobs are enqueued
-before); the machine's load (``uptime``) is printed beside. ``--backend rabbitmq`` runs
-on the broker of ``$QUEUEY_TEST_AMQP_URL`` (its own queue ``bench.asyncio``, deleted
-after), where the broker's rate bounds both sides. Never run as a test.
+before); the machine's load (``uptime``) is printed beside. ``--backend sqlite`` runs on
+a fresh embedded file, ``--backend rabbitmq`` on the broker of
+``$QUEUEY_TEST_AMQP_URL`` (its own queue ``bench.asyncio``, deleted after), where the
+broker's rate bounds both sides. Instructions per no-op job, which do not move with the
+load at all: bench/async_instructions.py. Never run as a test.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -89,6 +97,8 @@ class Run:
     wall: float
     cpu: float
     jobs: int
+    #: CPU seconds the cyclic garbage collector took meanwhile (any thread).
+    gc: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -139,22 +149,44 @@ def run(
         thread = threading.Thread(target=worker.run)
         if around is not None:
             around(True)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        thread.start()
-        while not settled(backend, worker):
-            time.sleep(poll)
-        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        with GcMeter() as collector:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            thread.start()
+            while not settled(backend, worker):
+                time.sleep(poll)
+            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         if around is not None:
             around(False)
         worker.handle.shutdown()
         thread.join()
-        return Run(wall, cpu, jobs)
+        return Run(wall, cpu, jobs, collector.spent)
     finally:
         if kind == "rabbitmq":
             from queuey_core.backends.capabilities import DeadLetterTools, require  # noqa: PLC0415
 
             require(backend, DeadLetterTools, "the bench").purge_dead_letters(QUEUE)
         backend.close()
+
+
+class GcMeter:
+    """CPU seconds spent in the cyclic garbage collector while in a ``with`` block."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.thread_time()
+        else:
+            self.spent += time.thread_time() - self._start
+
+    def __enter__(self) -> GcMeter:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def asyncio_floor() -> Run:
@@ -184,9 +216,11 @@ def asyncio_floor() -> Run:
             start()
         await done
 
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    asyncio.run(main())
-    return Run(time.perf_counter() - wall0, time.process_time() - cpu0, IO_JOBS)
+    with GcMeter() as collector:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        asyncio.run(main())
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return Run(wall, cpu, IO_JOBS, collector.spent)
 
 
 def load() -> str:
@@ -234,6 +268,7 @@ def main() -> None:
         note("io async / 64 threads (speed)", io[1].wall / io[0].wall)
         note("io async: CPU us/job", io[0].cpu / IO_JOBS * 1e6)
         note("io 64 threads: CPU us/job", io[1].cpu / IO_JOBS * 1e6)
+        note("io async: of which GC us/job", io[0].gc / IO_JOBS * 1e6)
         note("io, asyncio alone: CPU us/job", floor.cpu / IO_JOBS * 1e6)
         note("io, asyncio alone: wall (s)", floor.wall)
         note("no-op async: jobs/s", noop[0].rate)
@@ -242,6 +277,8 @@ def main() -> None:
         note("no-op threads / async (CPU a job)", noop[1].cpu / noop[0].cpu)
         note("no-op async: CPU us/job", noop[0].cpu / NOOP_JOBS * 1e6)
         note("no-op threads: CPU us/job", noop[1].cpu / NOOP_JOBS * 1e6)
+        note("no-op async: of which GC us/job", noop[0].gc / NOOP_JOBS * 1e6)
+        note("no-op threads: of which GC us/job", noop[1].gc / NOOP_JOBS * 1e6)
         print(
             f"round {round_ + 1}: io async {io[0].wall:.2f}s ({ideal / io[0].wall:.0%} of ideal), "
             f"64 threads {io[1].wall:.2f}s; no-op async {noop[0].rate:.0f}/s, "

@@ -16,7 +16,7 @@ class CancelEvent(threading.Event):
     """A job's cancellation flag, its lock made only when someone uses it.
 
     One is made for every job, and most jobs never set, clear or wait on their flag
-    (only a cancel, a timeout, a forced stop or ``ctx.wait`` does); :meth:`is_set` reads
+    (only a cancel, a timeout, a forced stop or ``ctx.wait`` does); ``is_set()`` reads
     a plain attribute. So the Condition an Event is built around is made on first use.
     Two threads using it first at once agree on one: ``dict.setdefault`` is atomic.
     """

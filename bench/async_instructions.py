@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+import procs  # noqa: E402 - bench/procs.py, beside this file
 
 
 def one(kind: str, side: str, jobs: int) -> None:
@@ -70,12 +72,7 @@ def count(kind: str, side: str, jobs: int) -> int:
         f"{kind}:{side}:{jobs}",
     ]
     subprocess.run(argv, check=True, capture_output=True)
-    text = out.read_text(errors="replace")
-    # "totals", not "summary": with instrumentation off at the start, summary is 0.
-    found = re.search(r"^totals:\s+(\d+)", text, re.M)
-    if found is None:
-        raise RuntimeError(f"no totals in {out}")
-    return int(found.group(1))
+    return procs.callgrind_total(out)
 
 
 def main() -> None:

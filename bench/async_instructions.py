@@ -66,7 +66,7 @@ def count(kind: str, side: str, jobs: int) -> int:
         "--tool=callgrind",
         "--instr-atstart=no",
         f"--callgrind-out-file={out}",
-        os.path.realpath(sys.executable),
+        sys.executable,  # the venv's (a symlink valgrind follows), not its target
         __file__,
         "--one",
         f"{kind}:{side}:{jobs}",

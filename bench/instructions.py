@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -49,11 +48,7 @@ def count(n: int, *extra: str) -> int:
     finally:
         run.stop()
         counter.close()
-    text = out.read_text(errors="replace")
-    found = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
-    if found is None:
-        raise RuntimeError(f"no totals in {out}")
-    return int(found.group(1))
+    return procs.callgrind_total(out)
 
 
 def main() -> None:

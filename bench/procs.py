@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -305,3 +306,12 @@ def have_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
         return False
+
+
+def callgrind_total(out: Path) -> int:
+    """The instructions counted in callgrind's output file ``out``: its ``totals`` line
+    (its ``summary`` is 0 when instrumentation was off at the start)."""
+    found = re.search(r"^totals:\s+(\d+)", out.read_text(errors="replace"), re.M)
+    if found is None:
+        raise RuntimeError(f"no totals in {out}")
+    return int(found.group(1))

@@ -15,18 +15,21 @@ import asyncio
 import contextlib
 import threading
 
+from queuey_core.cancel_flag import CancelEvent
+
 #: How often a plain threading.Event is looked at while awaited (not the worker's).
 POLL = 0.05
 
 
-class LoopCancelEvent(threading.Event):
-    """A cancellation flag that wakes the coroutines awaiting it on ``loop``."""
+class LoopCancelEvent(CancelEvent):
+    """A cancellation flag that wakes the coroutines awaiting it on ``loop``.
+
+    Its lock too is made on first use (:class:`~queuey_core.cancel_flag.CancelEvent`):
+    one is made for every async job, and a no-op job never touches it.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # threading.Event's own __init__ over an RLock, which the Condition looks up
-        # faster than a Lock (worker/cancels.py's CancelEvent does the same): one a job.
-        self._cond = threading.Condition(threading.RLock())
-        self._flag = False
+        self._flag = False  # CancelEvent's own __init__, inlined: one a job
         self._loop = loop
         self._awaited: asyncio.Event | None = None
 

@@ -17,7 +17,9 @@ Protocol of its own:
 - :class:`SupportsCancellation`: cancels that every worker sees, those that start later
   too, for a retention window (``queuey cancel``);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
-  asks :func:`acks_early`, an ``isinstance`` kept per delivery class).
+  asks :func:`acks_early`, an ``isinstance`` kept per delivery class);
+- :class:`SettlesInProcess`, of a *delivery*: every settle returns without waiting (the
+  worker's event loop settles an async success itself; :func:`settles_in_process`).
 
 A backend declares what it provides by inheriting the Protocols explicitly
 (``class MemoryBackend(DeadLetterTools, Inspectable, ...)``): the class line is the
@@ -184,21 +186,61 @@ class EarlyAck(Protocol):
         (the broker then redelivers the message)."""
 
 
-#: Delivery class -> whether it is EarlyAck (see :func:`acks_early`).
-_EARLY_ACK: dict[type, bool] = {}
+@runtime_checkable
+class SettlesInProcess(Protocol):
+    """A *delivery* whose settles wait on no I/O and no other thread (the in-memory
+    backend's: a dict under a lock held for microseconds).
+
+    The worker's event loop settles an async job's success on such a delivery itself,
+    as it does an early ack, rather than hand it to a settle thread.
+    """
+
+    __slots__ = ()
+
+    def settles_in_process(self) -> bool:
+        """True: a settle of this delivery returns without waiting on anything."""
 
 
-def acks_early(delivery: object) -> TypeGuard[EarlyAck]:
-    """``isinstance(delivery, EarlyAck)``, asked once per delivery class.
+#: (Delivery class, capability) -> whether it is one (see :func:`acks_early`).
+_KEPT: dict[tuple[type, type], bool] = {}
+
+
+def _is(delivery: object, capability: type) -> bool:
+    """``isinstance(delivery, capability)``, asked once per delivery class.
 
     The dispatcher asks for every job, and a Protocol's ``isinstance`` takes some
     microseconds (it looks at every member); a delivery class does not change its
     methods, so its answer is kept.
     """
-    kind = type(delivery)
-    known = _EARLY_ACK.get(kind)
+    key = (type(delivery), capability)
+    known = _KEPT.get(key)
     if known is None:
-        known = _EARLY_ACK[kind] = isinstance(delivery, EarlyAck)
+        known = _KEPT[key] = isinstance(delivery, capability)
+    return known
+
+
+def acks_early(delivery: object) -> TypeGuard[EarlyAck]:
+    """``isinstance(delivery, EarlyAck)``, asked once per delivery class."""
+    return _is(delivery, EarlyAck)
+
+
+def settles_in_process(delivery: object) -> TypeGuard[SettlesInProcess]:
+    """``isinstance(delivery, SettlesInProcess)``, asked once per delivery class."""
+    return _is(delivery, SettlesInProcess)
+
+
+#: Delivery class -> whether it is EarlyAck or SettlesInProcess (see :func:`acks_at_once`).
+_AT_ONCE: dict[type, bool] = {}
+
+
+def acks_at_once(delivery: object) -> bool:
+    """Whether an ack of ``delivery`` waits for nothing (it is :class:`EarlyAck` or
+    :class:`SettlesInProcess`): the worker's event loop then settles an async job's
+    success itself. One dict lookup a job once asked for its class."""
+    kind = type(delivery)
+    known = _AT_ONCE.get(kind)
+    if known is None:
+        known = _AT_ONCE[kind] = acks_early(delivery) or settles_in_process(delivery)
     return known
 
 

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from queuey_core.backends.base import ConsumerEnded, Sink
-from queuey_core.backends.capabilities import AnyDeadLetter, UndecodableDeadLetter
+from queuey_core.backends.capabilities import (
+    AnyDeadLetter,
+    SettlesInProcess,
+    UndecodableDeadLetter,
+)
 from queuey_core.envelope import Envelope
 from queuey_core.queues import QueueConfig
 
@@ -113,7 +117,7 @@ class MemorySubscription:
             self._backend._pump(self._q)
 
 
-class MemoryDelivery:
+class MemoryDelivery(SettlesInProcess):
     __slots__ = ("_backend", "_envelope", "_redelivered", "q", "seq", "settled", "sub")
 
     def __init__(
@@ -149,6 +153,10 @@ class MemoryDelivery:
         # Memory deliveries are handed back only when their subscription closes, after
         # the worker has drained: a delivery it still holds is never taken back.
         return False
+
+    def settles_in_process(self) -> bool:
+        """See :class:`SettlesInProcess`: a settle is a dict update under a lock."""
+        return True
 
     def ack(self) -> None:
         self._backend._settle(self)

@@ -20,8 +20,9 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
+from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.handlers import JobHandler
@@ -32,9 +33,22 @@ from queuey_core.worker.timeout import RunState as State
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class AsyncJob:
-    """Everything the loop needs to run one async job and hand back its outcome."""
+class AsyncSettler(Protocol):
+    """Settles async jobs' deliveries (the dispatcher): one for every job, so that a job
+    in flight carries no callbacks (closures) of its own."""
+
+    def settle_async(self, item: AsyncJob, outcome: Outcome) -> None:
+        """Settle ``item``'s delivery for ``outcome`` (hooks, logs, the broker; a timeout
+        is told to the hooks first); may block."""
+
+
+class AsyncJob(NamedTuple):
+    """Everything the loop needs to run one async job and hand back its outcome.
+
+    A NamedTuple, and no closures: a thousand jobs in flight are a thousand of each
+    object a job holds, which the cyclic garbage collector scans over and over (it
+    cost more than the jobs themselves before they were cut down).
+    """
 
     handler: JobHandler
     job: Job
@@ -42,27 +56,67 @@ class AsyncJob:
     queue: str
     timeout: float | None
     fields: dict[str, Any]
-    #: Settles the delivery for an outcome (hooks, logs, the broker); may block.
-    settle: Callable[[Outcome], None]
+    #: The delivery, and the dispatcher's route for it (opaque here): for ``settler``.
+    delivery: Delivery
+    route: Any
+    settler: AsyncSettler
     #: The outcome of a timeout (a retryable failure).
     timed_out: Outcome
-    #: Tells the hooks the job timed out, with the error (before its settle); may block.
-    on_timed_out: Callable[[str], None]
-    #: Its delivery acks without waiting: a success is settled on the loop itself.
-    acks_early: bool = False
+    #: Its delivery acks without waiting (an early ack, or a settle in process): a
+    #: success is settled on the loop itself.
+    success_here: bool = False
+
+
+class Cap:
+    """One async cap: how many of its jobs may run, and how many do (under the
+    runner's lock: a plain lock and a counter cost a fraction of a Semaphore)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Surroundings:
+    """What every async job of a runner shares: made once, referenced by each run."""
+
+    loop: asyncio.AbstractEventLoop
+    clock: Clock
+    #: Seconds a cancelled coroutine gets before it is reported stuck.
+    grace: float
+    #: On the clock's thread: a coroutine outlived its timeout by ``grace``.
+    on_stuck: Callable[[AsyncJob], None]
+    on_stuck_ended: Callable[[AsyncJob], None]
+    #: On the loop: the coroutine is over, with the outcome to settle (None: none).
+    ended: Callable[[AsyncRun, Outcome | None], None]
+
+
+#: Referees every run's race (clock's thread against the loop's): held for a few
+#: bytecodes, so one lock for all costs nothing, and no job carries a lock of its own.
+_RACE = threading.Lock()
 
 
 class AsyncRun:
-    """The race between a job's coroutine ending, its timeout, and a forced stop."""
+    """One async job on the loop: its task, its permit's cap, and the race between its
+    coroutine ending, its timeout, and a forced stop."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
+    __slots__ = ("around", "cap", "forced", "item", "state", "task")
+
+    def __init__(self, item: AsyncJob, cap: Cap, around: Surroundings, forced: bool) -> None:
+        self.item = item
+        self.cap = cap
+        self.around = around
         self.state = State.RUNNING
-        self.forced = False
+        #: Cancelled by a forced stop (or handed over after one: never started).
+        self.forced = forced
+        #: The job's task, set by whoever creates it (so no coroutine asks for it).
+        self.task: asyncio.Task[None] | None = None
 
     def time_out(self) -> bool:
         """Timer side: mark timed out, unless it already ended."""
-        with self.lock:
+        with _RACE:
             if self.state is not State.RUNNING:
                 return False
             self.state = State.TIMED_OUT
@@ -70,7 +124,7 @@ class AsyncRun:
 
     def abandon(self) -> bool:
         """Watchdog side: take over settling a coroutine that ignored its timeout."""
-        with self.lock:
+        with _RACE:
             if self.state is not State.TIMED_OUT:
                 return False
             self.state = State.ABANDONED
@@ -78,71 +132,86 @@ class AsyncRun:
 
     def finish(self) -> State:
         """Loop side: the coroutine is over. Returns the state it ended from."""
-        with self.lock:
+        with _RACE:
             previous, self.state = self.state, State.DONE
             return previous
 
-
-async def run_job(
-    item: AsyncJob,
-    run: AsyncRun,
-    *,
-    clock: Clock,
-    grace: float,
-    on_stuck: Callable[[AsyncJob], None],
-    on_stuck_ended: Callable[[AsyncJob], None],
-) -> Outcome | None:
-    """Run ``item`` under its timeout; its outcome, or None when it must not be settled
-    here (a stuck coroutine's delivery was settled without it; a forced stop)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def cancel() -> None:
-        if not task.done():
-            task.cancel("job timed out")
-
-    def on_timeout() -> None:  # on the clock's thread: the loop may be blocked
-        if not run.time_out():
+    def on_timeout(self) -> None:
+        """The job's timer fired (on the clock's thread: the loop may be blocked)."""
+        if not self.time_out():
             return
+        item = self.item
         logger.warning("job timed out after %gs; cancelling it", item.timeout, extra=item.fields)
         item.ctx.cancel_event.set()
         try:
-            loop.call_soon_threadsafe(cancel)
+            self.around.loop.call_soon_threadsafe(self._cancel)
         except RuntimeError:  # the loop is closed: the coroutine is long over
             return
-        clock.call_later(grace, check_stuck)
+        self.around.clock.call_later(self.around.grace, self._check_stuck)
 
-    def check_stuck() -> None:
-        if run.abandon():
-            on_stuck(item)
+    def _cancel(self) -> None:
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel("job timed out")
 
-    if run.forced:  # handed over after a forced stop: never started
-        raise asyncio.CancelledError
-    timer = clock.call_later(item.timeout, on_timeout) if item.timeout is not None else None
-    outcome: Outcome = item.timed_out
-    interrupted = ""
+    def _check_stuck(self) -> None:
+        if self.abandon():
+            self.around.on_stuck(self.item)
+
+
+async def run_job(run: AsyncRun) -> None:
+    """The task of ``run.item``: run it under its timeout, then hand ``ended`` its
+    outcome, or None when it must not be settled (a stuck coroutine's delivery was
+    settled without it; a forced stop). One coroutine a job, and no closure."""
+    item = run.item
+    settled: Outcome | None = None
     try:
-        result = await item.handler(item.job, item.ctx)  # type: ignore[misc]
-        outcome = SUCCESS if result is None else Outcome(Kind.SUCCESS, result=result)
-    except asyncio.CancelledError as exc:
-        if not run.forced and run.state in (State.TIMED_OUT, State.ABANDONED):
-            task.uncancel()  # ours, the timeout's: the job ends here, the task goes on
-            interrupted = format_traceback(exc)
-        else:
-            run.finish()
-            raise
-    except BaseException as exc:  # how the handler failed (its own JobTimeout included)
-        outcome = outcome_of(exc)
+        if run.forced:  # handed over after a forced stop: never started
+            raise asyncio.CancelledError
+        clock = run.around.clock
+        timer = clock.call_later(item.timeout, run.on_timeout) if item.timeout is not None else None
+        outcome: Outcome = item.timed_out
+        interrupted = ""
+        try:
+            result = await item.handler(item.job, item.ctx)  # type: ignore[misc]
+            outcome = SUCCESS if result is None else Outcome(Kind.SUCCESS, result=result)
+        except asyncio.CancelledError as exc:
+            if not run.forced and run.state in (State.TIMED_OUT, State.ABANDONED):
+                # Ours, the timeout's: the job ends here, the task goes on.
+                run.task.uncancel()  # type: ignore[union-attr]
+                interrupted = format_traceback(exc)
+            else:
+                run.finish()
+                raise
+        except BaseException as exc:  # how the handler failed (its own JobTimeout included)
+            outcome = outcome_of(exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        settled = _ended_from(run, run.finish(), outcome, interrupted)
+        if settled is None and run.forced:
+            logger.warning(_FORCED, extra=item.fields)
+    except asyncio.CancelledError:
+        logger.warning(_FORCED, extra=item.fields)
+    except BaseException:  # never expected: every outcome is classified above
+        logger.critical("worker bug while running an async job", exc_info=True)
     finally:
-        if timer is not None:
-            timer.cancel()
-    ended_from = run.finish()
+        run.around.ended(run, settled)
+
+
+_FORCED = "job cancelled: the worker is stopping at once; its delivery goes back to the broker"
+
+
+def _ended_from(
+    run: AsyncRun, ended_from: State, outcome: Outcome, interrupted: str
+) -> Outcome | None:
+    """What a coroutine that ended (from ``ended_from``) settles with, if anything."""
     if run.forced:
         return None
     if ended_from is State.ABANDONED:
-        on_stuck_ended(item)
+        run.around.on_stuck_ended(run.item)
         return None
     if ended_from is State.TIMED_OUT:
-        return replace(item.timed_out, traceback=interrupted) if interrupted else item.timed_out
+        timed_out = run.item.timed_out
+        return replace(timed_out, traceback=interrupted) if interrupted else timed_out
     return outcome

@@ -29,11 +29,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuey_core.aio.cancel import LoopCancelEvent
+from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.handlers import JobHandler
 from queuey_core.jobs import Job
-from queuey_core.worker.async_job import AsyncJob, AsyncRun, run_job
+from queuey_core.worker.async_job import (
+    AsyncJob,
+    AsyncRun,
+    AsyncSettler,
+    Cap,
+    Surroundings,
+    run_job,
+)
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.loop_watch import LoopWatch
 from queuey_core.worker.outcome import SUCCESS, Outcome
@@ -70,31 +78,36 @@ class AsyncRunner:
         self._handle = handle
         self._clock = clock
         self._grace = grace
-        shared = threading.Semaphore(shared_cap)
-        self._permits = {queue: threading.Semaphore(cap) for queue, cap in caps.items()}
-        self._shared = shared
+        self._shared = Cap(shared_cap)
+        self._caps = {queue: Cap(cap) for queue, cap in caps.items()}
         self._block_warning = block_warning
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._watch: LoopWatch | None = None
+        # One lock for the caps, the count of jobs handed over and the inbox: a job
+        # takes it once on its way in and once on its way out. ``_freed`` is waited on
+        # by a job thread at its cap and by a drain; ``_waiting`` counts them, so a job
+        # that ends wakes nobody when nobody waits.
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0
+        self._running = 0
         # Jobs handed over, taken by the loop in batches: one wake-up of the loop for
         # all that arrive while it is busy, not one a job.
-        self._inbox: collections.deque[
-            tuple[AsyncJob, threading.Semaphore, contextvars.Context]
-        ] = collections.deque()
-        self._inbox_lock = threading.Lock()
+        self._inbox: collections.deque[tuple[AsyncJob, Cap, contextvars.Context]] = (
+            collections.deque()
+        )
         self._inbox_called = False
-        # Settles, taken by the settle threads: (job, outcome, the permit to give back
-        # once settled, or None when the coroutine still holds it).
-        self._settles: queue.SimpleQueue[
-            tuple[AsyncJob, Outcome, threading.Semaphore | None] | None
-        ] = queue.SimpleQueue()
+        # Settles, taken by the settle threads: (job, outcome, the cap to give a permit
+        # back to once settled, or None when the coroutine still holds it).
+        self._settles: queue.SimpleQueue[tuple[AsyncJob, Outcome, Cap | None] | None] = (
+            queue.SimpleQueue()
+        )
         self._settlers: list[threading.Thread] = []
-        self._idle = threading.Condition()
-        self._running = 0
         self._forced = False
-        # task -> (job, its run): the loop's thread only (the watch reads a copy).
-        self._runs: dict[asyncio.Task[None], tuple[AsyncJob, AsyncRun]] = {}
+        # task -> its run: the loop's thread only (the watch reads a copy).
+        self._runs: dict[asyncio.Task[None], AsyncRun] = {}
+        self._around = self._surroundings()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -107,7 +120,7 @@ class AsyncRunner:
 
     def running(self) -> int:
         """Async jobs handed over and not settled yet."""
-        with self._idle:
+        with self._lock:
             return self._running
 
     def start(self) -> None:
@@ -117,6 +130,7 @@ class AsyncRunner:
             return
         if self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
+            self._around = self._surroundings()
             self._forced = False
         self._thread = threading.Thread(target=self._serve, name="queuey-asyncio", daemon=True)
         self._thread.start()
@@ -136,6 +150,11 @@ class AsyncRunner:
             )
             self._watch.start()
 
+    def _surroundings(self) -> Surroundings:
+        return Surroundings(
+            self._loop, self._clock, self._grace, self._stuck, self._stuck_ended, self._ended
+        )
+
     def submit(
         self,
         handler: JobHandler,
@@ -145,40 +164,60 @@ class AsyncRunner:
         timeout: float | None,
         fields: dict[str, Any],
         *,
-        settle: Callable[[Outcome], None],
+        delivery: Delivery,
+        route: Any,
+        settler: AsyncSettler,
         timed_out: Outcome,
-        on_timed_out: Callable[[str], None],
-        acks_early: bool = False,
+        success_here: bool = False,
     ) -> None:
         """Run a job on the loop (from a job thread), once a permit of its cap is free.
 
         Waits while the cap is reached: the job thread pulls nothing more meanwhile.
-        ``settle`` settles its delivery for an outcome; ``on_timed_out`` tells the hooks
-        of a timeout (before its settle); both may block and run on a settle thread,
-        but for a success whose delivery ``acks_early``: that ack waits for nothing, and
-        is sent from the loop (its hooks run there too).
+        ``settler`` settles ``delivery`` for an outcome and tells the hooks of a timeout
+        (before its settle); both may block and run on a settle thread, but for a
+        success when ``success_here`` (its delivery acks early, or settles in process):
+        that ack waits for nothing, and is sent from the loop (its hooks run there too).
         """
         item = AsyncJob(
-            handler, job, ctx, queue, timeout, fields, settle, timed_out, on_timed_out, acks_early
+            handler,
+            job,
+            ctx,
+            queue,
+            timeout,
+            fields,
+            delivery,
+            route,
+            settler,
+            timed_out,
+            success_here,
         )
-        permit = self._permits.get(item.queue, self._shared)
-        permit.acquire()
-        with self._idle:
-            self._running += 1
+        cap = self._caps.get(item.queue, self._shared)
         self._handle.record_in_flight(1)
-        with self._inbox_lock:
-            # The job thread's context (the job's span, when tracing) goes with it.
-            self._inbox.append((item, permit, contextvars.copy_context()))
+        # The job thread's context (the job's span, when tracing) goes with it.
+        entry = (item, cap, contextvars.copy_context())
+        with self._lock:
+            if cap.used >= cap.limit:
+                self._wait_for(lambda: cap.used < cap.limit)
+            cap.used += 1
+            self._running += 1
+            self._inbox.append(entry)
             if self._inbox_called:
                 return
             self._inbox_called = True
         self._loop.call_soon_threadsafe(self._take_inbox)
 
+    def _wait_for(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait on ``_freed`` (its lock held) until ``ready()``; counted as a waiter."""
+        self._waiting += 1
+        try:
+            return self._freed.wait_for(ready, timeout)
+        finally:
+            self._waiting -= 1
+
     def drain(self) -> None:
         """Wait for every coroutine handed over to end and be settled, then stop the loop."""
-        with self._idle:
-            while self._running:
-                self._idle.wait()
+        with self._lock:
+            self._wait_for(lambda: not self._running)
         self.close()
 
     def cancel_all(self, wait: float) -> int:
@@ -189,9 +228,9 @@ class AsyncRunner:
 
         def cancel() -> None:
             self._forced = True  # and any job handed over from now on
-            for task, (item, run) in list(self._runs.items()):
+            for task, run in list(self._runs.items()):
                 run.forced = True
-                item.ctx.cancel_event.set()
+                run.item.ctx.cancel_event.set()
                 task.cancel("the worker is stopping at once")
             done.set()
 
@@ -200,8 +239,8 @@ class AsyncRunner:
         except RuntimeError:  # closed: nothing runs
             return 0
         done.wait(wait)
-        with self._idle:
-            self._idle.wait_for(lambda: not self._running, timeout=wait)
+        with self._lock:
+            self._wait_for(lambda: not self._running, wait)
             return self._running
 
     def close(self) -> None:
@@ -236,60 +275,41 @@ class AsyncRunner:
             loop.close()
 
     def _take_inbox(self) -> None:
-        with self._inbox_lock:
+        with self._lock:
             taken = list(self._inbox)
             self._inbox.clear()
             self._inbox_called = False
-        for item, permit, context in taken:
-            run = AsyncRun()
-            run.forced = self._forced
-            task = self._loop.create_task(self._main(item, run, permit), context=context)
-            self._runs[task] = (item, run)
+        create_task, runs, around, forced = (
+            self._loop.create_task,
+            self._runs,
+            self._around,
+            self._forced,
+        )
+        for item, cap, context in taken:
+            run = AsyncRun(item, cap, around, forced)
+            run.task = task = create_task(run_job(run), context=context)
+            runs[task] = run
 
-    async def _main(self, item: AsyncJob, run: AsyncRun, permit: threading.Semaphore) -> None:
-        task = asyncio.current_task()
-        outcome: Outcome | None = None
-        try:
-            outcome = await run_job(
-                item,
-                run,
-                clock=self._clock,
-                grace=self._grace,
-                on_stuck=self._stuck,
-                on_stuck_ended=self._stuck_ended,
-            )
-            if outcome is None and run.forced:
-                logger.warning(
-                    "job cancelled: the worker is stopping at once; its delivery goes back "
-                    "to the broker",
-                    extra=item.fields,
-                )
-        except asyncio.CancelledError:
-            logger.warning(
-                "job cancelled: the worker is stopping at once; its delivery goes back to "
-                "the broker",
-                extra=item.fields,
-            )
-        except BaseException:  # never expected: run_job classifies every outcome
-            logger.critical("worker bug while running an async job", exc_info=True)
-        finally:
-            if task is not None:
-                self._runs.pop(task, None)
-            if outcome is SUCCESS and item.acks_early:  # nothing to wait for: here
-                self._settle_here(item, outcome, permit)
-            elif outcome is not None:  # the settle thread gives the permit back, settled
-                self._settles.put((item, outcome, permit))
-            else:
-                self._release(permit)
+    def _ended(self, run: AsyncRun, outcome: Outcome | None) -> None:
+        """A job's coroutine is over: settle it (here, or on a settle thread), or give
+        its permit back if it is not to be settled."""
+        del self._runs[run.task]  # type: ignore[arg-type]
+        item, cap = run.item, run.cap
+        if outcome is SUCCESS and item.success_here:  # nothing to wait for: here
+            self._settle_here(item, outcome, cap)
+        elif outcome is not None:  # the settle thread gives the permit back, settled
+            self._settles.put((item, outcome, cap))
+        else:
+            self._release(cap)
 
-    def _release(self, permit: threading.Semaphore) -> None:
+    def _release(self, cap: Cap) -> None:
         """A job is over (settled, or never to be): its permit and counts given back."""
-        permit.release()
         self._handle.record_in_flight(-1)
-        with self._idle:
+        with self._lock:
+            cap.used -= 1
             self._running -= 1
-            if not self._running:
-                self._idle.notify_all()
+            if self._waiting:
+                self._freed.notify_all()
 
     # -- on the settle threads ----------------------------------------------------------
 
@@ -297,16 +317,16 @@ class AsyncRunner:
         while (taken := self._settles.get()) is not None:
             self._settle_here(*taken)
 
-    def _settle_here(
-        self, item: AsyncJob, outcome: Outcome, permit: threading.Semaphore | None
-    ) -> None:
+    def _settle_here(self, item: AsyncJob, outcome: Outcome, cap: Cap | None) -> None:
+        """Settle ``item`` for ``outcome`` (the hooks, the logs, the broker), then give
+        its permit back (None: the coroutine still holds it)."""
         try:
-            _settle(item, outcome)
+            item.settler.settle_async(item, outcome)
         except BaseException:  # never expected: the dispatcher's settle logs its own
             logger.critical("worker bug while settling an async job", exc_info=True)
         finally:
-            if permit is not None:
-                self._release(permit)
+            if cap is not None:
+                self._release(cap)
 
     def _stuck(self, item: AsyncJob) -> None:
         """On the clock's thread: a coroutine still running ``grace`` after its timeout."""
@@ -326,12 +346,5 @@ class AsyncRunner:
     def current_job(self) -> AsyncJob | None:
         """The job whose coroutine the loop is running right now, if any (any thread)."""
         task = asyncio.current_task(self._loop) if self._thread is not None else None
-        entry = self._runs.get(task) if task is not None else None
-        return entry[0] if entry is not None else None
-
-
-def _settle(item: AsyncJob, outcome: Outcome) -> None:
-    """On a settle thread: the hooks, the logs and the broker, for ``outcome``."""
-    if outcome.timed_out:
-        item.on_timed_out(outcome.error)
-    item.settle(outcome)
+        run = self._runs.get(task) if task is not None else None
+        return run.item if run is not None else None

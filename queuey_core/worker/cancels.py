@@ -1,6 +1,6 @@
 """What a worker knows of cancels: the ids cancelled, and the running jobs to tell.
 
-Owns: :class:`CancelEvent` (the flag each thread job gets) and :class:`Cancels`, fed
+Owns: :class:`Cancels` (the flags themselves are :mod:`queuey_core.cancel_flag`'s), fed
 by the backend's
 :meth:`~queuey_core.backends.capabilities.SupportsCancellation.watch_cancels`, asked by
 the dispatcher before every run (a cancelled job is acked unrun) and while a job runs
@@ -15,9 +15,11 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from queuey_core.backends.capabilities import CancelWatch, SupportsCancellation
+
+# Re-exported: the flag lives beneath both the worker and the asyncio side.
+from queuey_core.cancel_flag import CancelEvent as CancelEvent  # noqa: PLC0414
 from queuey_core.context import JobContext
 from queuey_core.errors import QueueyError
 from queuey_core.worker.outcome import Kind, Outcome
@@ -26,27 +28,6 @@ logger = logging.getLogger(__name__)
 
 #: The reason a job cancelled before it ran is settled with.
 NOT_RUN = "cancelled before it ran"
-
-
-class CancelEvent(threading.Event):
-    """A job's cancellation flag, its lock made only when someone uses it.
-
-    One is made for every job, and most jobs never set, clear or wait on their flag
-    (only a cancel, a timeout, a forced stop or ``ctx.wait`` does); :meth:`is_set` reads
-    a plain attribute. So the Condition an Event is built around is made on first use.
-    Two threads using it first at once agree on one: ``dict.setdefault`` is atomic.
-    """
-
-    def __init__(self) -> None:
-        self._flag = False
-
-    def __getattr__(self, name: str) -> Any:
-        if name != "_cond":
-            raise AttributeError(name)
-        # Over an RLock: an Event's Condition over a plain Lock looks up three RLock
-        # methods and catches an AttributeError for each; the Event never waits on its
-        # own lock twice, so the reentrancy changes nothing.
-        return self.__dict__.setdefault("_cond", threading.Condition(threading.RLock()))
 
 
 class Cancels:

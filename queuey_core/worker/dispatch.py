@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Delivery
-from queuey_core.backends.capabilities import acks_early
+from queuey_core.backends.capabilities import acks_at_once, acks_early
 from queuey_core.clock import Clock
 from queuey_core.context import JobContext
 from queuey_core.errors import DecodeError, JobTimeout
@@ -66,6 +66,7 @@ from queuey_core.worker.timeout import run_with_timeout
 from queuey_core.worker.tracked import Tracked
 
 if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
+    from queuey_core.worker.async_job import AsyncJob
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
@@ -205,12 +206,11 @@ class Dispatcher:
                 queue,
                 timeout,
                 fields,
-                settle=lambda o: self._settle_outcome(
-                    delivery, route, cancels.ended(ctx, o), fields
-                ),
+                delivery=delivery,
+                route=route,
+                settler=self,
                 timed_out=_timed_out(timeout or 0.0),
-                on_timed_out=functools.partial(self._hooks.timed_out, delivery),
-                acks_early=acks_early(delivery.inner),
+                success_here=acks_at_once(delivery.inner),
             )
             return
         if timeout is None:
@@ -224,6 +224,14 @@ class Dispatcher:
                 return
             outcome = timed
         self._settle_outcome(delivery, route, cancels.ended(ctx, outcome), fields)
+
+    def settle_async(self, item: AsyncJob, outcome: Outcome) -> None:
+        """Settle an async job's delivery for ``outcome`` (on the loop or a settle
+        thread); the hooks hear of a timeout first."""
+        if outcome.timed_out:
+            self._hooks.timed_out(item.delivery, outcome.error)
+        outcome = self._cancels.ended(item.ctx, outcome)
+        self._settle_outcome(item.delivery, item.route, outcome, item.fields)
 
     def _call_with_timeout(
         self,
@@ -279,9 +287,10 @@ class Dispatcher:
         except Exception as exc:
             # The retry or deferral cannot even be built: the job is not lost, it is
             # dead-lettered with the reason, and the settle path never sees the bad value.
+            word, cause = _kind_words(outcome)
             reason = (
-                f"{_kind_word(outcome)} could not be scheduled: {handler_error_text(exc)} "
-                f"({_kind_cause(outcome)}: {outcome.error})"
+                f"{word} could not be scheduled: {handler_error_text(exc)} "
+                f"({cause}: {outcome.error})"
             )
             logger.error("%s; dead-lettering", reason, extra=_failed(fields, outcome))
             self._hooks.dead_lettered(delivery, reason, outcome.error)
@@ -310,7 +319,7 @@ class Dispatcher:
         if kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
             # comes back at its queue's top priority.
-            _check_delay("deferral", outcome.delay)
+            check_delay(outcome.delay, "deferral delay")  # ValueError if no broker holds it
             logger.info("job deferred for %gs: %s", outcome.delay, outcome.error, extra=fields)
             self._hooks.deferred(delivery, outcome.error, outcome.delay)
             return delivery.defer, (env.deferred(route.queue.top_priority), outcome.delay)
@@ -328,7 +337,7 @@ class Dispatcher:
             )
             self._hooks.dead_lettered(delivery, reason, outcome.error)
             return delivery.dead_letter, (reason,)
-        _check_delay("retry", decision.delay)
+        check_delay(decision.delay, "retry delay")
         logger.warning(
             "job failed; retrying in %.3gs: %s",
             decision.delay,
@@ -378,19 +387,10 @@ def _failed(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
     return {**fields, "traceback": outcome.traceback} if outcome.traceback else fields
 
 
-def _check_delay(what: str, delay: float) -> None:
-    """ValueError for a delay no broker holds: not a number, negative, or past the ladder."""
-    check_delay(delay, f"{what} delay")
-
-
-def _kind_word(outcome: Outcome) -> str:
-    return {Kind.DEFERRED: "the deferral", Kind.RETRYABLE: "the retry"}.get(
-        outcome.kind, "the settle"
-    )
-
-
-def _kind_cause(outcome: Outcome) -> str:
-    return "it deferred" if outcome.kind is Kind.DEFERRED else "it failed"
+def _kind_words(outcome: Outcome) -> tuple[str, str]:
+    if outcome.kind is Kind.DEFERRED:
+        return "the deferral", "it deferred"
+    return ("the retry" if outcome.kind is Kind.RETRYABLE else "the settle"), "it failed"
 
 
 def _safe(read: Callable[[], str]) -> str:

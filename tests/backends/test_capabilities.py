@@ -13,8 +13,10 @@ from queuey_core.backends.capabilities import EarlyAck
 from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import PublishesEncoded
 from queuey_core.backends.capabilities import Republishes
+from queuey_core.backends.capabilities import SettlesInProcess
 from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.backends.capabilities import SupportsSchedules
+from queuey_core.backends.capabilities import acks_at_once
 from queuey_core.backends.capabilities import acks_early
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.memory_queue import MemoryDelivery
@@ -22,6 +24,7 @@ from queuey_core.backends.open import OPENERS
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
+from queuey_core.backends.sqlite.consumer import SqliteDelivery
 from queuey_core.errors import ConfigError
 from queuey_core.settings import BrokerSettings
 
@@ -70,6 +73,21 @@ def test_only_a_rabbitmq_delivery_acks_early() -> None:
     assert not isinstance(memory, EarlyAck)
     assert not acks_early(memory)
     assert acks_early(rabbit), "asked again: the kept answer is the same"
+
+
+def test_only_a_memory_delivery_settles_in_process() -> None:
+    memory = MemoryDelivery.__new__(MemoryDelivery)
+    assert isinstance(memory, SettlesInProcess)
+    assert memory.settles_in_process()
+    for other in (RabbitDelivery, SqliteDelivery):
+        assert not isinstance(other.__new__(other), SettlesInProcess), other.__name__
+
+
+def test_an_ack_waits_for_nothing_on_rabbitmq_and_in_memory_but_on_sqlite() -> None:
+    assert acks_at_once(RabbitDelivery.__new__(RabbitDelivery)), "an early ack"
+    assert acks_at_once(MemoryDelivery.__new__(MemoryDelivery)), "a settle in process"
+    assert not acks_at_once(SqliteDelivery.__new__(SqliteDelivery)), "a commit"
+    assert acks_at_once(MemoryDelivery.__new__(MemoryDelivery)), "asked again: the same"
 
 
 def test_an_unknown_url_scheme_names_the_schemes_known() -> None:

@@ -240,6 +240,13 @@ class JobRecorder(WorkerHooks):
         else:
             self._put(envelope, state, text, None, ran)
 
+    def record_queued(self, jobs: Any) -> None:
+        """Record jobs just enqueued as queued, in the writer's next batch (what a
+        :class:`~queuey_core.Producer` with a job store calls): each job has
+        ``job_id``, ``job_type``, ``queue``, ``enqueued_at`` and ``attempt``."""
+        for job in jobs:
+            self._put(job, JobState.QUEUED)
+
     def _put(
         self,
         job: Any,

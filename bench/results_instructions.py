@@ -48,8 +48,10 @@ def one(kind: str, jobs: int, pg: str) -> None:
     print(results.run(jobs, url, db), file=sys.stderr)
 
 
-def count(kind: str, jobs: int, pg: str) -> int:
-    """Instructions (Ir) of one process running ``jobs`` jobs of ``kind``."""
+def count(kind: str, jobs: int, pg: str) -> tuple[int, float]:
+    """Instructions (Ir) of one process running ``jobs`` jobs of ``kind``, and how many
+    events a write carried (under valgrind, far fewer than at full speed: the writer
+    lingers a fixed time, and the jobs run some 50 times slower)."""
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
     argv = [
         "valgrind",
@@ -64,11 +66,12 @@ def count(kind: str, jobs: int, pg: str) -> int:
         "--pg",
         pg,
     ]
-    subprocess.run(argv, check=True, capture_output=True)
+    ran = subprocess.run(argv, check=True, capture_output=True, text=True)
     found = re.search(r"^(?:summary|totals):\s+(\d+)", out.read_text(errors="replace"), re.M)
     if found is None:
         raise RuntimeError(f"no totals in {out}")
-    return int(found.group(1))
+    per_write = re.search(r"'events_per_write': ([\d.]+)", ran.stderr)
+    return int(found.group(1)), float(per_write.group(1)) if per_write else 0.0
 
 
 def main() -> None:
@@ -85,13 +88,14 @@ def main() -> None:
     per_job: dict[str, float] = {}
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     for kind in args.kinds.split(","):
-        small = count(kind, args.small, args.pg)
-        large = count(kind, args.jobs, args.pg)
+        small, _ = count(kind, args.small, args.pg)
+        large, per_write = count(kind, args.jobs, args.pg)
         per_job[kind] = (large - small) / (args.jobs - args.small)
         ratio = per_job["off"] / per_job[kind] if "off" in per_job else float("nan")
         print(
             f"{kind}: {per_job[kind] / 1e3:,.0f} k instructions per job, "
-            f"ratio to off {ratio:.2f} (load average {load})",
+            f"ratio to off {ratio:.2f}, {per_write:.0f} events per write "
+            f"(load average {load})",
             flush=True,
         )
 

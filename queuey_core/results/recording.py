@@ -143,6 +143,7 @@ class JobRecorder(WorkerHooks):
         self._dropped = 0
         self._failed = 0
         self._written = 0
+        self._batches = 0
         self._last_log = 0.0
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -160,6 +161,12 @@ class JobRecorder(WorkerHooks):
     def written(self) -> int:
         """Events the store took so far."""
         return self._written
+
+    @property
+    def batches(self) -> int:
+        """Batches handed to the store so far (written or not): ``written / batches``
+        is how many events a commit carried."""
+        return self._batches
 
     takes_envelopes = True
 
@@ -337,6 +344,7 @@ class JobRecorder(WorkerHooks):
                 )
                 for j, state, at, error, result, ran in taken
             ]
+            self._batches += 1
             try:
                 self._opened().write(batch)
             except Exception as exc:

@@ -122,7 +122,6 @@ _CLOSE = (
     "(SELECT max(id) FROM {attempts} WHERE job_id = ? AND host = ? AND pid = ? "
     "AND ended_at IS NULL)"
 )
-_VALUES = "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
 # PostgreSQL: a whole column per parameter, one statement per table and batch.
 _UNNEST_JOBS = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], "
 _UNNEST_JOBS += "?::text[], ?::bigint[], ?::bigint[]) "
@@ -139,15 +138,33 @@ def apply(
     folded = fold(events)
     if folded.queued:
         # A worker's event may be in first: the producer's never overwrites it.
-        executemany(q(_INSERT_JOB + _VALUES + _KEEP), folded.queued)
+        _rows(execute, q(_INSERT_JOB), q(_KEEP), folded.queued)
     if folded.jobs:
-        executemany(q(_INSERT_JOB + _VALUES + _UPSERT), folded.jobs)
+        _rows(execute, q(_INSERT_JOB), q(_UPSERT), folded.jobs)
     if folded.closings:
         # Before the inserts: a closing ends the attempt its host and pid left open in an
         # earlier batch, not one this batch opens (a retry's next run on the same worker).
         executemany(q(_CLOSE), folded.closings)
     if folded.attempts:
-        executemany(q(_INSERT_ATTEMPT + _VALUES), folded.attempts)
+        _rows(execute, q(_INSERT_ATTEMPT), "", folded.attempts)
+
+
+#: Rows one INSERT carries at most (8 parameters each: within SQLite's oldest limit of
+#: 999), and the smaller statements the rest is split into (powers of two: a handful of
+#: statements for the connection's cache, whatever the batch's size).
+_CHUNKS = (64, 32, 16, 8, 4, 2, 1)
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _rows(execute: Execute, head: str, tail: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``head VALUES (...), (...) tail`` for ``rows``, in order: many rows a statement,
+    rather than ``executemany``'s statement a row (9 k instructions a job less)."""
+    i, n = 0, len(rows)
+    for size in _CHUNKS:
+        text = f"{head}VALUES {', '.join([_ROW] * size)} {tail}"
+        while n - i >= size:
+            execute(text, [value for row in rows[i : i + size] for value in row])
+            i += size
 
 
 def apply_columns(

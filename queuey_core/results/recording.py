@@ -270,13 +270,7 @@ class JobRecorder(WorkerHooks):
                     extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
                 )
                 text = why
-        # _put, inline: this runs twice for every job, on its thread.
-        if len(self._events) >= self._capacity:
-            self._drop()
-            return
-        self._events.append((envelope, state, int(time.time() * 1000), text, encoded, ran))
-        if self._asleep:
-            self._wake.set()
+        self._put(envelope, state, text, encoded, ran)
 
     def record_queued(self, jobs: Any) -> None:
         """Record jobs just enqueued as queued, in the writer's next batch (what a

@@ -118,13 +118,19 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
     worker.handle.shutdown()
     thread.join(60)
     unrecorded = recorder.unrecorded if recorder is not None else 0
+    per_write = recorder.written / max(1, recorder.batches) if recorder is not None else 0.0
     backend.close()
     if store is not None:
         drop = getattr(store, "drop", None)
         if drop is not None:
             drop()
         store.close()
-    return {"wall_rate": jobs / wall, "cpu_rate": jobs / cpu, "unrecorded": unrecorded}
+    return {
+        "wall_rate": jobs / wall,
+        "cpu_rate": jobs / cpu,
+        "unrecorded": unrecorded,
+        "events_per_write": per_write,
+    }
 
 
 def wait_latency(samples: int, db: Path) -> list[float]:
@@ -214,19 +220,23 @@ def report(
         f"({os.cpu_count()} CPUs). Medians over rounds; ratios are to recording off, "
         "within each round (1.00 = no cost).",
         "",
-        "| recording | jobs/s (wall) | ratio | jobs per CPU s | ratio | events lost |",
-        "|---|---|---|---|---|---|",
+        "| recording | jobs/s (wall) | ratio | jobs per CPU s | ratio | events per write "
+        "| events lost |",
+        "|---|---|---|---|---|---|---|",
     ]
     for kind, runs in figures.items():
         wall = med(f["wall_rate"] for f in runs)
         cpu = med(f["cpu_rate"] for f in runs)
         lost = sum(int(f["unrecorded"]) for f in runs)
         if kind == "off":
-            lines.append(f"| off | {wall:,.0f} | 1.00 | {cpu:,.0f} | 1.00 | - |")
+            lines.append(f"| off | {wall:,.0f} | 1.00 | {cpu:,.0f} | 1.00 | - | - |")
         else:
             rw = med(r[0] for r in ratios[kind])
             rc = med(r[1] for r in ratios[kind])
-            lines.append(f"| {kind} | {wall:,.0f} | {rw:.2f} | {cpu:,.0f} | {rc:.2f} | {lost} |")
+            per = med(f["events_per_write"] for f in runs)
+            lines.append(
+                f"| {kind} | {wall:,.0f} | {rw:.2f} | {cpu:,.0f} | {rc:.2f} | {per:.0f} | {lost} |"
+            )
     p95 = lags[int(len(lags) * 0.95) - 1]
     lines += [
         "",

@@ -98,7 +98,7 @@ def enqueue(
             "content and the line number, so running the same file again repeats the ids.",
         ),
     ] = False,
-    wait: Annotated[bool, WaitOption] = False,
+    wait: Annotated[str | None, WaitOption] = None,
     timeout: Annotated[str | None, TimeoutOption] = None,
 ) -> None:
     """Enqueue one job (prints its id), or every line of --file."""

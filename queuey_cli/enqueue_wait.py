@@ -1,8 +1,16 @@
-"""``queuey enqueue --wait``: record the job as queued, wait for its end, print its result.
+"""``queuey enqueue --wait [TIMEOUT]``: record the job as queued, wait for its end,
+print its result.
+
+``--wait`` alone waits with no limit; ``--wait 30s`` / ``--wait=30`` give up after that
+long (``--timeout 30s`` says the same, for the scripts that used it). The rule for the
+word after a bare ``--wait``: it is the timeout when it is a number, with or without a
+unit (``500ms``, ``30``, ``1.5m``), and anything else otherwise (``--wait
+'{"name": "ada"}'`` leaves the payload a payload): :class:`EnqueueCommand` applies it
+before Click parses, as Click's options take a value always or never.
 
 Exit codes with ``--wait``: 0 the job succeeded (its result on stdout, as JSON, after
 its id), 5 it was dead-lettered or cancelled (the reason on stderr), 6 it had not
-finished within ``--timeout``. Without a job store, ``--wait`` is a usage error (exit 2)
+finished within the timeout. Without a job store, ``--wait`` is a usage error (exit 2)
 before anything is enqueued, with the one line that says how to configure one. With a
 store and no ``--wait``, the job is recorded as queued all the same.
 """
@@ -10,10 +18,14 @@ store and no ``--wait``, the job is recorded as queued all the same.
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperOption
 
 from queuey_cli.common import usage, warn
 from queuey_cli.output import Exit, error, say
@@ -25,11 +37,59 @@ from queuey_core.settings import NO_STORE, Settings, duration
 
 WaitOption = typer.Option(
     "--wait",
-    help="Wait for the job to finish and print its result (needs a job store: [results]).",
+    metavar="[TIMEOUT]",
+    help="Wait for the job to finish and print its result (needs a job store); "
+    "with a number (30, 30s, 5m), give up after that long (default: no limit).",
 )
-TimeoutOption = typer.Option(
-    "--timeout", help="With --wait: give up after this long, e.g. 30s (default: no limit)."
-)
+TimeoutOption = typer.Option("--timeout", help="The same as --wait TIMEOUT, e.g. 30s.")
+
+#: What a bare ``--wait`` becomes: wait, with the default timeout (no limit).
+_BARE = ""
+#: A word after ``--wait`` that is its timeout: a number, with or without a unit.
+_TIMEOUT = re.compile(r"\d+(?:\.\d+)?(?:ms|s|m|h|d)?")
+
+
+def join_wait_value(args: Sequence[str], takes_value: frozenset[str]) -> list[str]:
+    """``args`` with each ``--wait`` given its value in one word: ``--wait=30`` when a
+    number follows it (that number taken), ``--wait=`` (the default) otherwise.
+
+    ``takes_value``: the command's options that take a value, whose value is skipped
+    (``--job-id --wait`` is a job id); nothing after ``--`` is touched."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            out.extend(args[i - 1 :])
+            break
+        if arg == "--wait":
+            if i < len(args) and _TIMEOUT.fullmatch(args[i]):
+                out.append(f"--wait={args[i]}")
+                i += 1
+            else:
+                out.append(f"--wait={_BARE}")
+            continue
+        out.append(arg)
+        if arg in takes_value and i < len(args):
+            out.append(args[i])
+            i += 1
+    return out
+
+
+class EnqueueCommand(TyperCommand):
+    """``queuey enqueue``'s Click command: ``--wait`` with an optional value."""
+
+    # ctx: Click's Context, which Typer keeps in a private module of its own.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """See :func:`join_wait_value`."""
+        takes_value = frozenset(
+            name
+            for param in self.params
+            if isinstance(param, TyperOption) and not param.is_flag and not param.count
+            for name in param.opts
+        )
+        return super().parse_args(ctx, join_wait_value(args, takes_value))
 
 
 @dataclass(frozen=True)
@@ -40,19 +100,23 @@ class Waiting:
     timeout: float | None
 
 
-def wait_options(wait: bool, timeout: str | None, *, single: bool) -> Waiting:
-    """``--wait`` and ``--timeout`` checked (usage errors before anything is sent)."""
-    if timeout is not None and not wait:
+def wait_options(wait: str | None, timeout: str | None, *, single: bool) -> Waiting:
+    """``--wait [TIMEOUT]`` and ``--timeout`` checked (usage errors before anything is
+    sent); ``wait`` is None without ``--wait``, "" for a bare one."""
+    if timeout is not None and wait is None:
         raise usage("--timeout goes with --wait")
-    if wait and not single:
+    if wait is not None and not single:
         raise usage("--wait is for one job, not --file")
+    if wait and timeout is not None:
+        raise usage("give the timeout once: --wait 30s, or --wait --timeout 30s")
+    given, option = (wait, "--wait") if wait else (timeout, "--timeout")
     seconds = None
-    if timeout is not None:
+    if given is not None:
         try:
-            seconds = duration(timeout)
+            seconds = duration(given)
         except ValueError as exc:
-            raise usage(f"--timeout: {exc}") from None
-    return Waiting(wait, seconds)
+            raise usage(f"{option}: {exc}") from None
+    return Waiting(wait is not None, seconds)
 
 
 def store_before_enqueue(settings: Settings, waiting: Waiting) -> JobStore | None:

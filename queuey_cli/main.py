@@ -40,6 +40,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "dashboard": ("queuey_cli.dashboard", "dashboard"),
 }
 
+#: Commands whose Click command is a class of their own: (module, class).
+_CLASSES: dict[str, tuple[str, str]] = {
+    "enqueue": ("queuey_cli.enqueue_wait", "EnqueueCommand"),
+}
+
 
 def _load(name: str) -> typer.core.TyperCommand | TyperGroup:
     """The Click command ``name``, built as ``app.command`` or ``app.add_typer`` would."""
@@ -52,8 +57,12 @@ def _load(name: str) -> typer.core.TyperCommand | TyperGroup:
             suggest_commands=app.suggest_commands,
             rich_markup_mode=app.rich_markup_mode,
         )
+    cls = None
+    if name in _CLASSES:
+        module, attribute = _CLASSES[name]
+        cls = getattr(importlib.import_module(module), attribute)
     command = typer.main.get_command_from_info(
-        typer.models.CommandInfo(name=name, callback=found),
+        typer.models.CommandInfo(name=name, callback=found, cls=cls),
         pretty_exceptions_short=app.pretty_exceptions_short,
         rich_markup_mode=app.rich_markup_mode,
     )

@@ -14,9 +14,8 @@ the job's class: the payload is only checked to be a JSON object and the envelop
 the wire; the worker still validates the payload against the job's model when it reads
 it (and dead-letters one that does not fit).
 
-A caller who retries after an unknown outcome should choose the job id
-(``job_id=``): the retry then carries the same id as the job that may already be on the
-broker, so a handler can recognise the duplicate.
+A caller who retries after an unknown outcome should choose the job id (``job_id=``):
+the retry then carries the id of the job that may be on the broker (a handler can tell).
 """
 
 from __future__ import annotations
@@ -38,9 +37,9 @@ from queuey_core.envelope import (
     Envelope,
     _first_error,
     json_string,
-    spells_uuid,
 )
 from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
+from queuey_core.job_ids import JOB_ID_NAMESPACE, JobId, job_id_for
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueSet
@@ -50,36 +49,18 @@ from queuey_core.tracing import producer_tracing
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-#: The namespace of job ids made from caller-chosen keys (``uuid.uuid5``); fixed forever,
-#: so a key maps to the same id in every process and every release.
-JOB_ID_NAMESPACE = uuid.UUID("5d8f3f0e-6b1c-4d5e-9a57-0c2f4e8b7a11")
+    from queuey_core.results.producing import QueuedRecorder
+    from queuey_core.results.store import JobStore
 
-#: A caller-chosen job id: a UUID (used as it is), or any other string (an idempotency
-#: key, turned into a stable UUID by :func:`job_id_for`).
-JobId = uuid.UUID | str
-
-
-def job_id_for(key: JobId) -> uuid.UUID:
-    """The job id of a caller-chosen key: the same key always gives the same id.
-
-    A ``uuid.UUID``, or a string that spells one as a worker reads it
-    (:data:`~queuey_core.envelope.UUID_PATTERN`: ``"0b5c...-..."`` as ``enqueue`` prints
-    them, upper case, ``urn:uuid:``, braces, 32 hex digits), is the id itself; any other
-    non-empty string ``s`` gives ``uuid.uuid5(JOB_ID_NAMESPACE, s)`` (docs/protocol.md
-    spells it out for other languages, with an example a test checks).
-
-    Raises:
-        ValueError: an empty key, or one that is neither a UUID nor a string.
-    """
-    if isinstance(key, uuid.UUID):
-        return key
-    if not isinstance(key, str) or not key.strip():
-        raise ValueError(f"a job id is a UUID or a non-empty string, not {key!r}")
-    # The worker's spellings, not uuid.UUID()'s (which also takes "uuid:", stray hyphens):
-    # another language can then tell a key from an id by the documented rule alone.
-    if spells_uuid(key):
-        return uuid.UUID(key)
-    return uuid.uuid5(JOB_ID_NAMESPACE, key)
+__all__ = [
+    "JOB_ID_NAMESPACE",
+    "JobId",
+    "Producer",
+    "job_id_for",
+    "json_object",
+    "make_envelope",
+    "make_raw_envelope",
+]
 
 
 class Producer:
@@ -88,6 +69,10 @@ class Producer:
     With a tracer provider (``tracer_provider``, else OpenTelemetry's global one, when
     the ``otel`` extra is installed), each enqueue call is a PRODUCER span and its jobs
     carry its W3C trace context (``docs/tracing.md``); without one, nothing is traced.
+
+    With a ``job_store``, published jobs are recorded as queued, in batches by a writer
+    thread, or before each call returns with ``record_now`` (docs/results.md). Call
+    :meth:`close` before the process ends to write what is waiting.
     """
 
     def __init__(
@@ -97,6 +82,8 @@ class Producer:
         *,
         clock: Clock | None = None,
         tracer_provider: TracerProvider | None = None,
+        job_store: JobStore | None = None,
+        record_now: bool = False,
     ) -> None:
         self._backend = backend
         self._queues = queues
@@ -104,6 +91,17 @@ class Producer:
         # Looked for once: no provider, no per-job cost.
         self._tracing = producer_tracing(tracer_provider)
         backend.declare(list(queues.values()))
+        #: What records this producer's jobs as queued (None without a job store).
+        self.recorder: QueuedRecorder | None = None
+        if job_store is not None:
+            from queuey_core.results.producing import QueuedRecorder  # noqa: PLC0415
+
+            self.recorder = QueuedRecorder(job_store, synchronous=record_now)
+
+    def close(self) -> None:
+        """Write the queued records still waiting; the backend stays (it is the caller's)."""
+        if self.recorder is not None:
+            self.recorder.close()
 
     def envelope(
         self, job: Job, *, priority: int | None = None, job_id: JobId | None = None
@@ -134,6 +132,8 @@ class Producer:
         _check_delay(delay)
         env = self.envelope(job, priority=priority, job_id=job_id)
         self._publish(env, delay)
+        if self.recorder is not None:
+            self.recorder.enqueued([env])
         return env.job_id
 
     def enqueue_raw(
@@ -171,6 +171,8 @@ class Producer:
             job_id=job_id,
         )
         self._publish(env, delay)
+        if self.recorder is not None:
+            self.recorder.enqueued([env])
         return env.job_id
 
     def _publish(self, env: Envelope, delay: float | None) -> None:
@@ -219,6 +221,8 @@ class Producer:
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
                 _attribute(exc, [env.job_id for env in encoded])
                 raise
+            if self.recorder is not None:
+                self.recorder.enqueued(encoded)
             return [env.job_id for env in encoded]
         envelopes = [
             self.envelope(job, priority=priority, job_id=job_id)
@@ -232,6 +236,8 @@ class Producer:
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
             _attribute(exc, [env.job_id for env in envelopes])
             raise
+        if self.recorder is not None:
+            self.recorder.enqueued(envelopes)
         return [env.job_id for env in envelopes]
 
     @contextlib.contextmanager

@@ -30,44 +30,61 @@ class Folded:
     """Ends of attempts started in an earlier batch."""
 
 
+_QUEUED = JobState.QUEUED
+_RUNNING = JobState.RUNNING
+
+
 def fold(events: Sequence[JobEvent]) -> Folded:
-    """The rows ``events`` come to (see the module docstring)."""
-    last: dict[str, JobEvent] = {}
-    results: dict[str, str] = {}
-    created: dict[str, int] = {}
-    queued_only: dict[str, JobEvent] = {}
+    """The rows ``events`` come to (see the module docstring).
+
+    It runs on the writer thread for every event a worker records, so it is written for
+    speed: a job is keyed by its id's integer (no ``str(UUID)`` per event, no
+    Python-level UUID hash) and spelled as text once; a state is read as its
+    ``_value_`` (``.value`` is a Python-level descriptor on an enum).
+    """
+    # uuid int -> [job id text, last event that is not "queued", result, created, the
+    # first "queued" event while no other came]
+    jobs: dict[int, list[Any]] = {}
     # (job, host, pid) -> index into attempts of the attempt opened in this batch
-    open_here: dict[tuple[str, str, int], int] = {}
+    open_here: dict[tuple[int, str, int], int] = {}
     attempts: list[list[Any]] = []
     closings: list[tuple[Any, ...]] = []
     for e in events:
-        job_id = str(e.job_id)
-        created[job_id] = min(created.get(job_id, e.enqueued_at), e.enqueued_at)
-        if e.state is JobState.QUEUED:
-            if job_id not in last:
-                queued_only.setdefault(job_id, e)
+        key = e.job_id.int
+        job = jobs.get(key)
+        if job is None:
+            job = jobs[key] = [str(e.job_id), None, None, e.enqueued_at, None]
+        elif e.enqueued_at < job[3]:
+            job[3] = e.enqueued_at
+        state = e.state
+        if state is _QUEUED:
+            if job[1] is None and job[4] is None:
+                job[4] = e
             continue
-        queued_only.pop(job_id, None)
-        last[job_id] = e
+        job[1] = e
         if e.result is not None:
-            results[job_id] = e.result
-        key = (job_id, e.host, e.pid)
-        if e.state is JobState.RUNNING:
-            open_here[key] = len(attempts)
-            attempts.append([job_id, e.attempt, e.host, e.pid, e.at, None, None, ""])
+            job[2] = e.result
+        if state is _RUNNING:
+            open_here[(key, e.host, e.pid)] = len(attempts)
+            attempts.append([job[0], e.attempt, e.host, e.pid, e.at, None, None, ""])
         elif e.ran:
-            index = open_here.pop(key, None)
+            index = open_here.pop((key, e.host, e.pid), None)
             if index is None:
-                closings.append((e.at, e.state.value, e.error, job_id, e.host, e.pid))
+                closings.append((e.at, state._value_, e.error, job[0], e.host, e.pid))
             else:
-                attempts[index][5:] = [e.at, e.state.value, e.error]
+                attempt = attempts[index]
+                attempt[5] = e.at
+                attempt[6] = state._value_
+                attempt[7] = e.error
     folded = Folded(attempts=[tuple(a) for a in attempts], closings=closings)
-    for job_id, e in queued_only.items():
-        folded.queued.append(_row(job_id, e, None, created[job_id]))
-    for job_id, e in last.items():
-        folded.jobs.append(_row(job_id, e, results.get(job_id), created[job_id]))
+    queued, rows = folded.queued, folded.jobs
+    for job_id, last, result, created, first_queued in jobs.values():
+        if last is None:
+            e = first_queued
+            queued.append((job_id, e.job_type, e.queue, "queued", None, e.error, created, e.at))
+        else:
+            e = last
+            rows.append(
+                (job_id, e.job_type, e.queue, e.state._value_, result, e.error, created, e.at)
+            )
     return folded
-
-
-def _row(job_id: str, e: JobEvent, result: str | None, created: int) -> tuple[Any, ...]:
-    return (job_id, e.job_type, e.queue, e.state.value, result, e.error, created, e.at)

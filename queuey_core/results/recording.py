@@ -39,6 +39,26 @@ DEFAULT_MAX_RESULT_SIZE = 64 * 1024
 # One encoder for every result: json.dumps with options makes a new one each call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder JSONEncoder.encode makes anew on every call, made once: a result is
+# encoded on the job's thread. No circular-reference check (markers None): a cycle is a
+# RecursionError, refused like any value that is not JSON. None where there is no C
+# accelerator: _ENCODE then.
+_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed
+_C_ENCODER = (
+    None
+    if _make_encoder is None
+    else _make_encoder(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+_new = tuple.__new__
+
 #: Seconds the writer lets events gather after a write, unless a batch is full.
 LINGER = 0.01
 
@@ -58,10 +78,16 @@ _LOG_EVERY = 30.0
 def encode_result(value: object, limit: int) -> tuple[str | None, str]:
     """``value`` as JSON text, or None and why it is not kept (too large, not JSON)."""
     try:
-        text = value.model_dump_json() if isinstance(value, BaseModel) else _ENCODE(value)
-    except (TypeError, ValueError) as exc:
+        if isinstance(value, BaseModel):
+            text = value.model_dump_json()
+        elif _C_ENCODER is not None and type(value) in (dict, list):
+            text = "".join(_C_ENCODER(value, 0))
+        else:
+            text = _ENCODE(value)
+    except (TypeError, ValueError, RecursionError) as exc:
         return None, f"result not kept: not JSON ({type(exc).__name__}: {exc})"
-    size = len(text.encode("utf-8"))
+    # A character is 4 bytes of UTF-8 at most: a short text needs no encoding to tell.
+    size = len(text) if len(text) * 4 <= limit else len(text.encode("utf-8"))
     if size > limit:
         return None, (
             f"result not kept: {size} bytes is over the limit of {limit} bytes "
@@ -117,6 +143,7 @@ class JobRecorder(WorkerHooks):
         self._dropped = 0
         self._failed = 0
         self._written = 0
+        self._batches = 0
         self._last_log = 0.0
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -134,6 +161,12 @@ class JobRecorder(WorkerHooks):
     def written(self) -> int:
         """Events the store took so far."""
         return self._written
+
+    @property
+    def batches(self) -> int:
+        """Batches handed to the store so far (written or not): ``written / batches``
+        is how many events a commit carried."""
+        return self._batches
 
     takes_envelopes = True
 
@@ -227,6 +260,7 @@ class JobRecorder(WorkerHooks):
         state = _STATES.get(event)
         if state is None:
             return  # timed out: its outcome's event follows
+        encoded = None
         if result is not None:
             encoded, why = encode_result(result, self._limit)
             if why:
@@ -236,9 +270,14 @@ class JobRecorder(WorkerHooks):
                     extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
                 )
                 text = why
-            self._put(envelope, state, text, encoded, ran)
-        else:
-            self._put(envelope, state, text, None, ran)
+        self._put(envelope, state, text, encoded, ran)
+
+    def record_queued(self, jobs: Any) -> None:
+        """Record jobs just enqueued as queued, in the writer's next batch (what a
+        :class:`~queuey_core.Producer` with a job store calls): each job has
+        ``job_id``, ``job_type``, ``queue``, ``enqueued_at`` and ``attempt``."""
+        for job in jobs:
+            self._put(job, JobState.QUEUED)
 
     def _put(
         self,
@@ -250,13 +289,16 @@ class JobRecorder(WorkerHooks):
     ) -> None:
         """``job``: a JobInfo or an envelope (both have the fields a JobEvent takes)."""
         if len(self._events) >= self._capacity:
-            with self._lock:
-                self._dropped += 1
-            self._log_lost(1, "the job store's queue is full (the store is slow or down)")
+            self._drop()
             return
         self._events.append((job, state, int(time.time() * 1000), error, result, ran))
         if self._asleep:
             self._wake.set()
+
+    def _drop(self) -> None:
+        with self._lock:
+            self._dropped += 1
+        self._log_lost(1, "the job store's queue is full (the store is slow or down)")
 
     def _write_loop(self) -> None:
         events = self._events
@@ -274,23 +316,29 @@ class JobRecorder(WorkerHooks):
                 self._wake.clear()
                 continue
             host, pid = self._host, self._pid
-            batch = [
-                JobEvent(
-                    j.job_id,
-                    j.job_type,
-                    j.queue,
-                    state,
-                    at,
-                    j.enqueued_at,
-                    j.attempt,
-                    host,
-                    pid,
-                    error,
-                    result,
-                    ran,
+            # tuple.__new__: a NamedTuple's own __new__ is a Python function of 12
+            # arguments, a tenth of what recording a job costs the writer.
+            batch: list[JobEvent] = [
+                _new(
+                    JobEvent,
+                    (
+                        j.job_id,
+                        j.job_type,
+                        j.queue,
+                        state,
+                        at,
+                        j.enqueued_at,
+                        j.attempt,
+                        host,
+                        pid,
+                        error,
+                        result,
+                        ran,
+                    ),
                 )
                 for j, state, at, error, result, ran in taken
             ]
+            self._batches += 1
             try:
                 self._opened().write(batch)
             except Exception as exc:

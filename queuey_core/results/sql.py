@@ -48,14 +48,26 @@ class Dialect:
 
     def sql(self, text: str) -> str:
         """``text`` with its tables qualified and its placeholders this dialect's."""
-        text = text.replace("{jobs}", f"{self.prefix}queuey_jobs").replace(
-            "{attempts}", f"{self.prefix}queuey_job_attempts"
+        text = (
+            text.replace("{jobs}", f"{self.prefix}queuey_jobs")
+            .replace("{attempts}", f"{self.prefix}queuey_job_attempts")
+            .replace("{prefix}", self.prefix)
         )
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
 
 
+#: The one state the index on states leaves out: most jobs end in it, so a no-op job's
+#: row costs one index entry less, and listing it scans the index on updated_at.
+_COMMON = "succeeded"
+
+
 def ddl(dialect: Dialect, *, serial: str) -> list[str]:
-    """The tables and indexes; ``serial`` is the attempt id's column type."""
+    """The tables and indexes, made or brought up to date; ``serial`` is the attempt
+    id's column type.
+
+    Stores made by earlier versions had an index on every state (``queuey_jobs_state``):
+    it is replaced by one on the states other than succeeded (a partial index), which
+    :func:`search` names in its query so that both databases use it."""
     return [
         dialect.sql(s)
         for s in (
@@ -81,7 +93,9 @@ def ddl(dialect: Dialect, *, serial: str) -> list[str]:
                 error TEXT NOT NULL DEFAULT ''
             )""",
             "CREATE INDEX IF NOT EXISTS queuey_jobs_updated ON {jobs} (updated_at)",
-            "CREATE INDEX IF NOT EXISTS queuey_jobs_state ON {jobs} (state, updated_at)",
+            "DROP INDEX IF EXISTS {prefix}queuey_jobs_state",
+            "CREATE INDEX IF NOT EXISTS queuey_jobs_unsucceeded ON {jobs} (state, updated_at) "
+            f"WHERE state <> '{_COMMON}'",
             "CREATE INDEX IF NOT EXISTS queuey_job_attempts_job ON {attempts} (job_id, id)",
         )
     ]
@@ -108,7 +122,6 @@ _CLOSE = (
     "(SELECT max(id) FROM {attempts} WHERE job_id = ? AND host = ? AND pid = ? "
     "AND ended_at IS NULL)"
 )
-_VALUES = "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
 # PostgreSQL: a whole column per parameter, one statement per table and batch.
 _UNNEST_JOBS = "SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], "
 _UNNEST_JOBS += "?::text[], ?::bigint[], ?::bigint[]) "
@@ -125,15 +138,33 @@ def apply(
     folded = fold(events)
     if folded.queued:
         # A worker's event may be in first: the producer's never overwrites it.
-        executemany(q(_INSERT_JOB + _VALUES + _KEEP), folded.queued)
+        _rows(execute, q(_INSERT_JOB), q(_KEEP), folded.queued)
     if folded.jobs:
-        executemany(q(_INSERT_JOB + _VALUES + _UPSERT), folded.jobs)
+        _rows(execute, q(_INSERT_JOB), q(_UPSERT), folded.jobs)
     if folded.closings:
         # Before the inserts: a closing ends the attempt its host and pid left open in an
         # earlier batch, not one this batch opens (a retry's next run on the same worker).
         executemany(q(_CLOSE), folded.closings)
     if folded.attempts:
-        executemany(q(_INSERT_ATTEMPT + _VALUES), folded.attempts)
+        _rows(execute, q(_INSERT_ATTEMPT), "", folded.attempts)
+
+
+#: Rows one INSERT carries at most (8 parameters each: within SQLite's oldest limit of
+#: 999), and the smaller statements the rest is split into (powers of two: a handful of
+#: statements for the connection's cache, whatever the batch's size).
+_CHUNKS = (64, 32, 16, 8, 4, 2, 1)
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _rows(execute: Execute, head: str, tail: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``head VALUES (...), (...) tail`` for ``rows``, in order: many rows a statement,
+    rather than ``executemany``'s statement a row (9 k instructions a job less)."""
+    i, n = 0, len(rows)
+    for size in _CHUNKS:
+        text = f"{head}VALUES {', '.join([_ROW] * size)} {tail}"
+        while n - i >= size:
+            execute(text, [value for row in rows[i : i + size] for value in row])
+            i += size
 
 
 def apply_columns(
@@ -214,6 +245,10 @@ def search(
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value.value if isinstance(value, JobState) else value)
+    if state is not None and state.value != _COMMON:
+        # Implied by the state asked for, but spelled out: SQLite uses a partial index
+        # only when the query holds its condition word for word.
+        where.append(f"state <> '{_COMMON}'")
     if since is not None:
         where.append("updated_at >= ?")
         args.append(to_ms(since))

@@ -46,7 +46,10 @@ class SqliteJobStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             with self._transaction() as execute:
-                for statement in sql.ddl(_DIALECT, serial="INTEGER PRIMARY KEY AUTOINCREMENT"):
+                # No AUTOINCREMENT (stores made before keep theirs): a new row's id is
+                # one more than the largest, which orders a job's attempts all the same
+                # without a write to sqlite_sequence per attempt.
+                for statement in sql.ddl(_DIALECT, serial="INTEGER PRIMARY KEY"):
                     execute(statement, ())
         except sqlite3.Error as exc:
             raise JobStoreError(f"job store {self.path}: {exc}") from None

@@ -193,12 +193,9 @@ class HookRunner:
             for name in _EVENTS
         }
         # Timing is needed as soon as a job event has a hook: durations, and whether a
-        # job ran for the counts.
-        self._timed = (
-            counts is not None
-            or bool(self._sinks)
-            or any(self._calls[name] for name in _JOB_EVENTS)
-        )
+        # job ran for the counts. The clock is read only for the hooks that see durations.
+        self._durations = any(self._calls[name] for name in _JOB_EVENTS)
+        self._timed = counts is not None or bool(self._sinks) or self._durations
         # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
         # cannot be another's while the entry stands.
         self._running: dict[int, tuple[Delivery, float]] = {}
@@ -234,12 +231,18 @@ class HookRunner:
         """The handler of ``delivery`` is about to run."""
         if not self._timed:
             return
+        start = self._clock.monotonic() if self._durations else 0.0
         with self._lock:
-            self._running[id(delivery)] = (delivery, self._clock.monotonic())
+            self._running[id(delivery)] = (delivery, start)
         if self._calls["on_job_started"]:
             self._call_all("on_job_started", self._info(delivery))
-        if self._sinks:
-            self._sink("started", delivery, True, "", None)
+        for sink in self._sinks:  # inline, not a method: this runs for every job
+            try:
+                sink.job_event("started", delivery.envelope, True, "", None)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # a hook must never break the worker or the job
+                _sink_failed(sink, "started", delivery)
         if self._counts is not None:
             self._counts.count("started", ran=True)
 
@@ -310,27 +313,16 @@ class HookRunner:
                 delivery, duration, error=error, reason=reason, delay=delay, result=result
             )
             self._call_all(method, info)
-        if self._sinks:
-            text = error if event == "failed" else reason
-            self._sink(event, delivery, entry is not None, text, result)
-        if self._counts is not None:
-            self._counts.count(event, ran=entry is not None)
-
-    def _sink(self, event: str, delivery: Delivery, ran: bool, text: str, result: object) -> None:
-        envelope = delivery.envelope
+        text = error if event == "failed" else reason
         for sink in self._sinks:
             try:
-                sink.job_event(event, envelope, ran, text, result)
+                sink.job_event(event, delivery.envelope, entry is not None, text, result)
             except KeyboardInterrupt:
                 raise
             except BaseException:  # a hook must never break the worker or the job
-                logger.error(
-                    "hook %s.job_event(%s) failed; ignored",
-                    type(sink).__qualname__,
-                    event,
-                    extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
-                    exc_info=True,
-                )
+                _sink_failed(sink, event, delivery)
+        if self._counts is not None:
+            self._counts.count(event, ran=entry is not None)
 
     def _call_all(self, method: str, arg: object) -> None:
         for hook in self._calls[method]:
@@ -379,6 +371,18 @@ def _overriding(hooks: tuple[WorkerHooks, ...], name: str) -> tuple[WorkerHooks,
         hook
         for hook in hooks
         if getattr(type(hook), name, None) is not noop or name in getattr(hook, "__dict__", {})
+    )
+
+
+def _sink_failed(sink: EnvelopeSink, event: str, delivery: Delivery) -> None:
+    """Log a sink's exception (called inside its ``except``)."""
+    envelope = delivery.envelope
+    logger.error(
+        "hook %s.job_event(%s) failed; ignored",
+        type(sink).__qualname__,
+        event,
+        extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
+        exc_info=True,
     )
 
 

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from queuey_core import Deferred
@@ -22,6 +23,7 @@ from queuey_core.results import JobRecorder
 from queuey_core.results import JobState
 from queuey_core.results import JobStore
 from queuey_core.results import open_job_store
+from queuey_core.results.recording import encode_result
 from tests.harness import Memory
 from tests.results.support import recording_worker
 from tests.results.support import settled_record
@@ -175,3 +177,28 @@ def test_a_store_gone_mid_run_loses_records_not_jobs(mem: Memory, tmp_path: obje
     wait_for(lambda: recorder.unrecorded == 10)
     running.stop()
     assert recorder.written == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": [1, 2.5, "é", None, True]}, '{"a":[1,2.5,"é",null,true]}'),
+        ({1: "x"}, '{"1":"x"}'),
+        ("plain", '"plain"'),
+        (7, "7"),
+    ],
+)
+def test_a_result_is_kept_as_compact_json(value: object, expected: str) -> None:
+    assert encode_result(value, 1000) == (expected, "")
+
+
+def test_a_result_that_is_not_json_or_too_large_is_refused_with_why() -> None:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    for value in ({"x": float("nan")}, [{1, 2}], cycle):
+        text, why = encode_result(value, 1000)
+        assert text is None
+        assert why.startswith("result not kept: not JSON ("), why
+    text, why = encode_result({"k": "é" * 30}, 40)
+    assert text is None
+    assert "68 bytes is over the limit of 40 bytes" in why, "bytes of UTF-8, not characters"

@@ -21,14 +21,10 @@ from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
 from queuey_cli.dlq_progress import moving
 from queuey_cli.output import err, listing, print_json, say
-from queuey_core import DeadLetter, DeadLetterMoveError
-from queuey_core.backends.capabilities import (
-    DeadLetterTools,
-    Inspectable,
-    UndecodableDeadLetter,
-    require,
-)
 from queuey_core.logs import escape_controls
+
+# The backends' types (pydantic, the envelope) are imported where they are used, so
+# that `queuey dlq --help` goes without (docs/performance.md).
 
 app = typer.Typer(help="Dead letters: list, show, requeue, delete, purge.", no_args_is_help=True)
 
@@ -61,6 +57,8 @@ def _names(ctx: typer.Context, queue: str | None) -> list[str]:
 def _queues(ctx: typer.Context, queue: str | None) -> tuple[Any, list[str], list[str]]:
     """A backend, the chosen queues whose dead-letter queue exists, and those not
     declared yet (listing one would be a NOT_FOUND: there is nothing in it to list)."""
+    from queuey_core.backends.capabilities import DeadLetterTools, Inspectable, require  # noqa: PLC0415
+
     names = _names(ctx, queue)
     broker = backend(state(ctx).settings())
     try:
@@ -251,6 +249,8 @@ def requeue(
 
 def _requeue_all(broker: Any, names: list[str]) -> int:
     """Every queue's dead letters back; an interruption says what moved in all."""
+    from queuey_core import DeadLetterMoveError  # noqa: PLC0415
+
     moved = 0
     counts = _counts(broker, names)
     try:
@@ -272,6 +272,8 @@ def _requeue_some(
     """Requeue ``wanted`` wherever they are: how many moved, the ids not found, those
     that are not envelopes, and those still in the unroutable queue (with the queue
     each names, which does not exist)."""
+    from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter  # noqa: PLC0415
+
     moved = 0
     stuck: set[str] = set()
     homeless: dict[str, str] = {}

@@ -23,14 +23,6 @@ from queuey_core.results.producing import record_enqueued
 from queuey_core.results.setup import results_url, store_for
 from queuey_core.settings import NO_STORE, Settings, duration
 
-WaitOption = typer.Option(
-    "--wait",
-    help="Wait for the job to finish and print its result (needs a job store: [results]).",
-)
-TimeoutOption = typer.Option(
-    "--timeout", help="With --wait: give up after this long, e.g. 30s (default: no limit)."
-)
-
 
 @dataclass(frozen=True)
 class Waiting:

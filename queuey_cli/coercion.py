@@ -12,6 +12,8 @@ and error messages.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -19,6 +21,10 @@ from typing import Any
 import typer.core
 from typer._click import Command, Context
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+from typer._param_types import coerce_cli_choice
+
+#: An int as the command line writes it, whose value Python and pydantic read alike.
+_DIGITS = re.compile(r"-?[0-9]{1,18}")
 
 #: The plain types whose values Typer's adapters return unchanged (no parser, no range).
 _PLAIN = (str, int, float, bool)
@@ -34,6 +40,9 @@ class _UnchangedFirst(RuntimeParam):
     def _coerce_value(self, value: Any, param: typer.core._TyperParameter, ctx: Context) -> Any:
         if _unchanged(value, self.descriptor):
             return value
+        converted = _plainly(value, self.descriptor, ctx)
+        if converted is not None:
+            return converted
         if not self._typer:  # built once, on the first value that needs it
             self._typer.append(build_runtime_param(self.descriptor))
         return self._typer[0]._coerce_value(value, param=param, ctx=ctx)
@@ -47,6 +56,28 @@ def _shortcut(param: object) -> None:
             parameter_info=descriptor.parameter_info,
             descriptor=descriptor,
         )
+
+
+def _plainly(value: Any, descriptor: TypeDescriptor, ctx: Context) -> Any:
+    """What Typer's adapter makes of ``value`` when that needs no pydantic (a choice's
+    name, digits for an int in range: what the worker's own options get); else None,
+    and a value that is refused goes to the adapter, which says why as before."""
+    annotation = descriptor.annotation
+    info = descriptor.parameter_info
+    if info.parser is not None or not isinstance(value, str):
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        # The adapter's own validator, called without pydantic around it.
+        with contextlib.suppress(ValueError):
+            return coerce_cli_choice(
+                value, choices=tuple(annotation), case_sensitive=info.case_sensitive, ctx=ctx
+            )
+        return None
+    if annotation is int and _DIGITS.fullmatch(value):
+        number = int(value)
+        if (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
+            return number
+    return None
 
 
 def _unchanged(value: Any, descriptor: TypeDescriptor) -> bool:

@@ -63,7 +63,15 @@ def test_text_comes_out_as_typer_would(value: str) -> None:
     assert type(ours) is type(typers)
 
 
-@given(st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.text()))
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.booleans(),
+        st.text(),
+        st.from_regex(r"\A[-+ ]?[0-9_]{1,25} ?\Z"),
+    )
+)
 def test_numbers_come_out_as_typer_would(value: Any) -> None:
     for name in ("count", "ratio"):
         ours, typers = outcome(name, value)
@@ -84,10 +92,11 @@ def outcome(name: str, value: Any) -> tuple[Any, Any]:
     return answers[0], answers[1]
 
 
-@pytest.mark.parametrize("value", [Colour.RED, Colour.BLUE, "blue"])
+@pytest.mark.parametrize("value", [Colour.RED, Colour.BLUE, "blue", "RED", "green", 1])
 def test_choices_come_out_as_typer_would(value: Any) -> None:
-    ours, typers = both("colour", value)
-    assert ours is typers
+    ours, typers = outcome("colour", value)
+    assert ours == typers
+    assert type(ours) is type(typers)
 
 
 def run(*args: str) -> int:

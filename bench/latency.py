@@ -26,7 +26,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ def worker(path: Path) -> procs.Run:
 
 def produce(path: Path, rate: float, seconds: float) -> int:
     """``rate`` Stamped jobs a second for ``seconds``, from this process; how many."""
-    from queuey_bench_handlers import Stamped  # noqa: PLC0415 - the child process's
+    import measure  # noqa: PLC0415 - the child process's (it imports pika)
 
     from queuey_core import Producer  # noqa: PLC0415
     from queuey_core.backends.open import open_backend  # noqa: PLC0415
@@ -73,19 +72,7 @@ def produce(path: Path, rate: float, seconds: float) -> int:
     settings, _ = load_settings([path])
     backend = open_backend(settings.broker)
     producer = Producer(backend, settings.queue_set())
-    total = int(rate * seconds)
-    batch = max(1, math.ceil(rate / PUBLISHES_PER_SECOND))
-    interval = batch / rate
-    next_at = time.perf_counter()
-    sent = 0
-    while sent < total:
-        now = time.perf_counter()
-        if now < next_at:
-            time.sleep(next_at - now)
-        k = min(batch, total - sent)
-        producer.enqueue_many([Stamped(sent=time.time()) for _ in range(k)])
-        sent += k
-        next_at += interval
+    sent = measure.paced(producer, rate, total=int(rate * seconds), per_second=PUBLISHES_PER_SECOND)
     backend.close()
     return sent
 

@@ -67,7 +67,10 @@ def watch_imports(top: int) -> None:
         mb = 2**20
         out = sys.__stderr__
         assert out is not None
-        print(f"before the first import watched (the interpreter, this script): {start / mb:.1f} MB", file=out)
+        print(
+            f"before the first import watched (the interpreter, this script): {start / mb:.1f} MB",
+            file=out,
+        )
         print(f"imports: {sum(own.values()) / mb:.1f} MB; peak RSS: {peak / mb:.1f} MB", file=out)
         print("| package | MB |\n|---|---|", file=out)
         for key, size in sorted(own.items(), key=lambda kv: -kv[1])[:top]:

@@ -4,6 +4,7 @@ pydantic adapter would return it, and anything else still goes through that adap
 from __future__ import annotations
 
 import enum
+import functools
 from pathlib import Path
 from typing import Annotated
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import typer
 import typer.main
 from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from typer._click import Context
 from typer._coercion import build_runtime_param
@@ -39,6 +41,7 @@ def command(
     seen.update(locals())
 
 
+@functools.cache
 def built() -> Any:
     app = typer.Typer()
     app.command()(command)
@@ -56,6 +59,8 @@ def both(name: str, value: Any) -> tuple[Any, Any]:
     return ours, typers
 
 
+# The first example builds Typer's adapters (pydantic): no deadline on a loaded machine.
+@settings(deadline=None)
 @given(st.text())
 def test_text_comes_out_as_typer_would(value: str) -> None:
     ours, typers = both("text", value)
@@ -63,6 +68,7 @@ def test_text_comes_out_as_typer_would(value: str) -> None:
     assert type(ours) is type(typers)
 
 
+@settings(deadline=None)
 @given(
     st.one_of(
         st.integers(),

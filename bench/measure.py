@@ -8,6 +8,7 @@ or connections). Every queue is durable and every message persistent.
 from __future__ import annotations
 
 import json
+import math
 import random
 import sys
 import time
@@ -255,11 +256,19 @@ def publish_stamped(rate: float, seconds: float) -> dict[str, Any]:
     """Enqueue Stamped jobs at ``rate`` a second for ``seconds`` (a worker reports waits)."""
     backend, producer = _producer()
     producer.enqueue(Stamped(sent=time.time()))
-    total = int(rate * seconds)
-    batch = max(1, int(rate / 200))  # at most 200 publishes a second, batched above that
+    # At most 200 publishes a second, batched above that.
+    sent = 1 + paced(producer, rate, total=int(rate * seconds) - 1, per_second=200)
+    backend.close()
+    return {"sent": sent}
+
+
+def paced(producer: Producer, rate: float, *, total: int, per_second: int) -> int:
+    """``total`` Stamped jobs at ``rate`` a second, in at most ``per_second`` publishes a
+    second (batches above that), each stamped when built; how many were sent."""
+    batch = max(1, math.ceil(rate / per_second))
     interval = batch / rate
     next_at = time.perf_counter()
-    sent = 1
+    sent = 0
     while sent < total:
         now = time.perf_counter()
         if now < next_at:
@@ -268,8 +277,7 @@ def publish_stamped(rate: float, seconds: float) -> dict[str, Any]:
         producer.enqueue_many([Stamped(sent=time.time()) for _ in range(k)])
         sent += k
         next_at += interval
-    backend.close()
-    return {"sent": sent}
+    return sent
 
 
 MEASURES = {

@@ -8,7 +8,6 @@ import typer
 
 from queuey_cli.common import JsonOption, cli_errors, state
 from queuey_cli.output import print_json
-from queuey_core.settings import find_config
 
 app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 
@@ -18,6 +17,9 @@ app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 def show(ctx: typer.Context, as_json: Annotated[bool, JsonOption] = False) -> None:
     """Print the effective configuration (file, then QUEUEY_*), as JSON (with or without
     --json)."""
+    # Imported here, as in every command module: --help goes without pydantic.
+    from queuey_core.settings import find_config  # noqa: PLC0415
+
     del as_json  # JSON either way; --json is taken so that every read command takes it
     st = state(ctx)
     settings, sources = st.settings(), find_config(st.config or None)

@@ -22,15 +22,10 @@ from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
 from queuey_cli.dlq_import import import_first
 from queuey_cli.dlq_progress import moving
 from queuey_cli.output import err, listing, print_json, say
-from queuey_core import DeadLetter, DeadLetterMoveError
-from queuey_core.backends.capabilities import (
-    DeadLetterTools,
-    Inspectable,
-    KeepsDeadLettersInStore,
-    UndecodableDeadLetter,
-    require,
-)
 from queuey_core.logs import escape_controls
+
+# The backends' types (pydantic, the envelope) are imported where they are used, so
+# that `queuey dlq --help` goes without (docs/performance.md).
 
 app = typer.Typer(
     help="Dead letters: list, show, requeue, delete, purge, import.", no_args_is_help=True
@@ -69,6 +64,8 @@ def _queues(
     declared yet (listing one would be a NOT_FOUND: there is nothing in it to list).
     ``importing``: with a job store, what reached ``<queue>.dlq`` is imported first,
     with a bar (:mod:`.dlq_import`)."""
+    from queuey_core.backends.capabilities import DeadLetterTools, Inspectable, require  # noqa: PLC0415
+
     names = _names(ctx, queue)
     broker = backend(state(ctx).settings())
     try:
@@ -105,6 +102,8 @@ ReasonOption = Annotated[
 
 def _counts(broker: Any, names: list[str]) -> dict[str, int | None]:
     """How many dead letters each of ``names`` holds now (None: not known)."""
+    from queuey_core.backends.capabilities import KeepsDeadLettersInStore  # noqa: PLC0415
+
     queues = [n for n in names if n != UNROUTABLE]
     inspection = broker.inspect(queues)
     if isinstance(broker, KeepsDeadLettersInStore):
@@ -263,6 +262,8 @@ def requeue(
 
 def _requeue_all(broker: Any, names: list[str]) -> int:
     """Every queue's dead letters back; an interruption says what moved in all."""
+    from queuey_core import DeadLetterMoveError  # noqa: PLC0415
+
     moved = 0
     counts = _counts(broker, names)
     try:
@@ -284,6 +285,8 @@ def _requeue_some(
     """Requeue ``wanted`` wherever they are: how many moved, the ids not found, those
     that are not envelopes, and those still in the unroutable queue (with the queue
     each names, which does not exist)."""
+    from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter  # noqa: PLC0415
+
     moved = 0
     stuck: set[str] = set()
     homeless: dict[str, str] = {}
@@ -379,6 +382,8 @@ def import_(ctx: typer.Context, queue: QueueOption = None) -> None:
     Every dlq command does it first; this one does only that. Needs RabbitMQ with
     [results] url set (docs/dead-letters.md).
     """
+    from queuey_core.backends.capabilities import KeepsDeadLettersInStore  # noqa: PLC0415
+
     broker, names, _ = _queues(ctx, queue, importing=False)
     try:
         stored = isinstance(broker, KeepsDeadLettersInStore) and broker.has_dead_letter_store()

@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuey_cli.output import Column, write_lines
-from queuey_core.backends.capabilities import AnyDeadLetter, UndecodableDeadLetter
+
+if TYPE_CHECKING:
+    from queuey_core.backends.capabilities import AnyDeadLetter
 
 #: Where a dead letter was found: the queue whose dead-letter queue holds it.
-Found = tuple[str, AnyDeadLetter]
+Found = tuple[str, "AnyDeadLetter"]
 
 
 def dead_at(dead: AnyDeadLetter) -> int | None:
@@ -49,6 +51,8 @@ def reason(dead: AnyDeadLetter) -> str | None:
 
 def as_dict(queue: str, dead: AnyDeadLetter) -> dict[str, Any]:
     """Its JSON object (``dlq list --json``, ``dlq show``)."""
+    from queuey_core.backends.capabilities import UndecodableDeadLetter  # noqa: PLC0415
+
     common = {"handle": dead.handle, "dlq_of": queue, "reason": reason(dead)}
     if isinstance(dead, UndecodableDeadLetter):
         return {
@@ -86,6 +90,8 @@ COLUMNS = [
 
 def cells(name: str, d: AnyDeadLetter) -> list[object]:
     """Its row of :data:`COLUMNS`."""
+    from queuey_core.backends.capabilities import UndecodableDeadLetter  # noqa: PLC0415
+
     why = reason(d)
     shown = "unknown" if why is None else why
     if isinstance(d, UndecodableDeadLetter):

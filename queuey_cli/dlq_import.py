@@ -14,7 +14,6 @@ from typing import Any
 
 from queuey_cli.dlq_progress import moving
 from queuey_cli.output import err, say
-from queuey_core.backends.capabilities import KeepsDeadLettersInStore
 from queuey_core.logs import escape_controls
 
 #: Dead letters in one queue past which, without a store, the hint is given.
@@ -27,6 +26,9 @@ UNROUTABLE = "queuey.unroutable"
 def import_first(broker: Any, names: list[str]) -> int:
     """Import every chosen queue's ``<queue>.dlq`` into the store's table, with a bar;
     how many. Without a store, the hint for a large one instead."""
+    # Here, not at the top: `queuey dlq --help` loads no pydantic (docs/performance.md).
+    from queuey_core.backends.capabilities import KeepsDeadLettersInStore  # noqa: PLC0415
+
     if not isinstance(broker, KeepsDeadLettersInStore):
         return 0
     stored = broker.has_dead_letter_store()

@@ -17,25 +17,21 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from queuey_cli.common import backend, cli_errors, state, usage
-from queuey_cli.enqueue_file import Run, publish_all, report
-from queuey_cli.enqueue_wait import (
-    TimeoutOption,
-    WaitOption,
-    after_enqueue,
-    store_before_enqueue,
-    wait_options,
-)
-from queuey_cli.job_lines import Line, parse_job, read_file
+from queuey_cli.enqueue_args import TimeoutOption, WaitOption
 from queuey_cli.output import Exit, error, say
-from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer, QueueSet, job_id_for
-from queuey_core.limits import check_delay
-from queuey_core.producer import make_envelope, make_raw_envelope
-from queuey_core.settings import Settings, duration
+
+if TYPE_CHECKING:
+    from queuey_cli.job_lines import Line
+    from queuey_core import QueueSet
+    from queuey_core.settings import Settings
+
+# What a run uses (pydantic, the settings, the producer) is imported where it runs, so
+# that `queuey enqueue --help` goes without (docs/performance.md).
 
 
 @cli_errors
@@ -102,6 +98,18 @@ def enqueue(
     timeout: Annotated[str | None, TimeoutOption] = None,
 ) -> None:
     """Enqueue one job (prints its id), or every line of --file."""
+    from queuey_cli.enqueue_file import Run, publish_all, report  # noqa: PLC0415
+    from queuey_cli.enqueue_wait import (  # noqa: PLC0415
+        after_enqueue,
+        store_before_enqueue,
+        wait_options,
+    )
+    from queuey_cli.job_lines import Line, parse_job, read_file  # noqa: PLC0415
+    from queuey_core import job_id_for  # noqa: PLC0415
+    from queuey_core.limits import check_delay  # noqa: PLC0415
+    from queuey_core.producer import make_envelope  # noqa: PLC0415
+    from queuey_core.settings import duration  # noqa: PLC0415
+
     waiting = wait_options(wait, timeout, single=file is None)
     if (payload is None) == (file is None):
         raise usage("give either a JSON payload or --file, not both and not neither")
@@ -178,6 +186,8 @@ def enqueue(
 def _enqueue_one(
     settings: Settings, queue_set: QueueSet, line: Line, delay: float | None, priority: int | None
 ) -> uuid.UUID:
+    from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer  # noqa: PLC0415
+
     producer = Producer(backend(settings), queue_set)
     try:
         job_id = producer.enqueue(line.job, delay=delay, priority=priority, job_id=line.job_id)
@@ -202,6 +212,9 @@ def _enqueue_raw(
     job_id: uuid.UUID | None,
 ) -> uuid.UUID:
     """``--no-validate``: every check but the model's, before connecting; then publish."""
+    from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer  # noqa: PLC0415
+    from queuey_core.producer import make_raw_envelope  # noqa: PLC0415
+
     try:
         data: Any = json.loads(payload)
     except json.JSONDecodeError as exc:

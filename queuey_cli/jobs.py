@@ -21,9 +21,10 @@ import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, Exit, err, listing, print_json, say
-from queuey_core.results import CancelVerdict, JobRecord, JobState, cancel_jobs
-from queuey_core.results.setup import results_url, store_for
-from queuey_core.settings import duration
+from queuey_core.results import JobRecord, JobState
+
+# The store, the settings and the backend (pydantic) are imported where they are used,
+# so that `queuey jobs --help` goes without (docs/performance.md).
 
 ResultOption = typer.Option("--result", help="Print the job's result too (it may be sensitive).")
 
@@ -44,6 +45,8 @@ def job(
     with_result: Annotated[bool, ResultOption] = False,
 ) -> None:
     """A job's state and every attempt (worker, times, error); its result with --result."""
+    from queuey_core.results.setup import store_for  # noqa: PLC0415
+
     wanted = parse_job_id(job_id)
     store = store_for(state(ctx).settings())
     try:
@@ -105,6 +108,8 @@ def jobs(
     as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """Recorded jobs, most recently updated first, filtered and paged."""
+    from queuey_core.results.setup import store_for  # noqa: PLC0415
+
     start, end = _time(since, "--since"), _time(until, "--until")
     store = store_for(state(ctx).settings())
     try:
@@ -154,6 +159,9 @@ def cancel(
 
     The cancel reaches every worker, those started later too, for 7 days.
     """
+    from queuey_core.results import CancelVerdict, cancel_jobs  # noqa: PLC0415
+    from queuey_core.results.setup import results_url, store_for  # noqa: PLC0415
+
     wanted = [parse_job_id(text) for text in job_ids]
     settings = state(ctx).settings()
     store = store_for(settings) if results_url(settings) is not None else None
@@ -166,18 +174,19 @@ def cancel(
         print_json({str(j): v.value for j, v in verdicts.items()})
     else:
         for job_id, verdict in verdicts.items():
-            say(f"{job_id}: {_VERDICT[verdict]}")
+            say(f"{job_id}: {_VERDICT[verdict.name]}")
     if CancelVerdict.UNKNOWN in verdicts.values():
         raise typer.Exit(Exit.NO_SUCH_JOB)
     if CancelVerdict.FINISHED in verdicts.values():
         raise typer.Exit(Exit.ALREADY_FINISHED)
 
 
+#: What each CancelVerdict, by name, prints.
 _VERDICT = {
-    CancelVerdict.CANCELLED: "cancelled",
-    CancelVerdict.UNCHECKED: "cancelled (no job store to check that it exists)",
-    CancelVerdict.UNKNOWN: "unknown to the job store (cancelled anyway, should it exist)",
-    CancelVerdict.FINISHED: "already finished: not cancelled",
+    "CANCELLED": "cancelled",
+    "UNCHECKED": "cancelled (no job store to check that it exists)",
+    "UNKNOWN": "unknown to the job store (cancelled anyway, should it exist)",
+    "FINISHED": "already finished: not cancelled",
 }
 
 
@@ -187,6 +196,8 @@ def _when(moment: datetime) -> str:
 
 def _time(text: str | None, option: str) -> datetime | None:
     """An ISO 8601 time (UTC when it has no zone), or an age back from now."""
+    from queuey_core.settings import duration  # noqa: PLC0415
+
     if text is None:
         return None
     try:

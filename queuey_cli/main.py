@@ -15,7 +15,7 @@ import typer.models
 from typer.core import TyperGroup
 
 import queuey_core
-from queuey_cli import completion, worker
+from queuey_cli import coercion, completion, worker
 from queuey_cli.common import State, ending_with_command
 from queuey_cli.output import Exit, LogFormat, error, flush_logs, out, setup_logging
 
@@ -42,7 +42,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 #: Commands whose Click command is a class of their own: (module, class).
 _CLASSES: dict[str, tuple[str, str]] = {
-    "enqueue": ("queuey_cli.enqueue_wait", "EnqueueCommand"),
+    "enqueue": ("queuey_cli.enqueue_args", "EnqueueCommand"),
 }
 
 
@@ -50,23 +50,27 @@ def _load(name: str) -> typer.core.TyperCommand | TyperGroup:
     """The Click command ``name``, built as ``app.command`` or ``app.add_typer`` would."""
     module, attribute = _LAZY[name]
     found = getattr(importlib.import_module(module), attribute)
+    command: typer.core.TyperCommand | TyperGroup
     if isinstance(found, typer.Typer):
-        return typer.main.get_group_from_info(
+        command = typer.main.get_group_from_info(
             typer.models.TyperInfo(found, name=name),
             pretty_exceptions_short=app.pretty_exceptions_short,
             suggest_commands=app.suggest_commands,
             rich_markup_mode=app.rich_markup_mode,
         )
-    cls = None
-    if name in _CLASSES:
-        module, attribute = _CLASSES[name]
-        cls = getattr(importlib.import_module(module), attribute)
-    command = typer.main.get_command_from_info(
-        typer.models.CommandInfo(name=name, callback=found, cls=cls),
-        pretty_exceptions_short=app.pretty_exceptions_short,
-        rich_markup_mode=app.rich_markup_mode,
-    )
-    assert isinstance(command, typer.core.TyperCommand)
+    else:
+        cls = None
+        if name in _CLASSES:
+            module, attribute = _CLASSES[name]
+            cls = getattr(importlib.import_module(module), attribute)
+        built = typer.main.get_command_from_info(
+            typer.models.CommandInfo(name=name, callback=found, cls=cls),
+            pretty_exceptions_short=app.pretty_exceptions_short,
+            rich_markup_mode=app.rich_markup_mode,
+        )
+        assert isinstance(built, typer.core.TyperCommand)
+        command = built
+    coercion.install(command)
     return command
 
 
@@ -113,8 +117,11 @@ class _OneLineErrors(TyperGroup):
     Its commands but ``worker`` are built on first use (:data:`_LAZY`)."""
 
     def __init__(self, *args: Any, commands: Any = None, **kwargs: Any) -> None:
+        for command in (commands or {}).values():
+            coercion.install(command)
         lazy = cast(dict[str, Any], _Commands(commands or {}))  # Click reads it as a mapping
         super().__init__(*args, commands=lazy, **kwargs)
+        coercion.install(self, subcommands=False)
 
     def main(
         self,
@@ -177,6 +184,10 @@ app = typer.Typer(
     # guess the shell, which fails in containers and scripts, and ignore one named.
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help in Click's plain layout: Typer's Rich panels import Rich's Markdown and
+    # traceback machinery first (about 330 M instructions, 0.15 s), twice what the
+    # rest of `queuey worker --help` costs (docs/performance.md).
+    rich_markup_mode=None,
 )
 app.command("worker")(worker.worker)
 

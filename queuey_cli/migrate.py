@@ -11,12 +11,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import SecretStr, ValidationError
 
 from queuey_cli.common import backend, cli_errors, state, usage
 from queuey_cli.output import out
-from queuey_core.backends import open_backend
-from queuey_core.settings import BrokerSettings
 from queuey_core.urls import redact_all
 
 
@@ -34,6 +31,12 @@ def migrate(
 ) -> None:
     """Move queued, held and dead-lettered jobs from the embedded backend's file to a
     RabbitMQ broker (stop the workers on the file first)."""
+    # Imported here, as in every command module: --help goes without pydantic.
+    from pydantic import SecretStr, ValidationError  # noqa: PLC0415
+
+    from queuey_core.backends import open_backend  # noqa: PLC0415
+    from queuey_core.settings import BrokerSettings  # noqa: PLC0415
+
     settings = state(ctx).settings()
     if not settings.broker.is_embedded():
         raise usage("queuey migrate moves from a sqlite:// broker URL: this one is not")

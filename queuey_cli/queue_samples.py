@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from queuey_cli.output import Column
-from queuey_core.backends.capabilities import Inspectable, Inspection
-from queuey_core.queue_counts import look
-from queuey_core.settings import Settings
 
 if TYPE_CHECKING:
+    from queuey_core.backends.capabilities import Inspectable, Inspection
     from queuey_core.management_api import Unacked
+    from queuey_core.settings import Settings
 
 #: Shown in the ready column of a queue the broker does not have yet.
 NOT_DECLARED = "not declared yet"
@@ -48,6 +47,8 @@ class Sample:
 
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     """Count ``names`` on the broker, and their unacked messages where the API answers."""
+    from queuey_core.queue_counts import look  # noqa: PLC0415 - not for `queuey queues --help`
+
     found = look(broker, settings, names)
     return Sample(monotonic(), found.inspection, found.unacked, embedded=found.embedded)
 

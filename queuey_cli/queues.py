@@ -25,12 +25,12 @@ from queuey_cli.queue_samples import (
     take,
     unroutable_note,
 )
-from queuey_core.backends.capabilities import Inspectable, require
-from queuey_core.settings import duration
 
 
 def interval_seconds(text: str) -> float:
     """``--interval`` in seconds: a duration (``500ms``, ``2s``) or a number, >= 0.1 s."""
+    from queuey_core.settings import duration  # noqa: PLC0415 - not for `queuey queues --help`
+
     try:
         seconds = duration(text)
     except ValueError as exc:
@@ -52,6 +52,8 @@ def queues(
     ] = None,
 ) -> None:
     """Each queue: ready, unacked, consumers, dead letters; and what the ladder holds."""
+    from queuey_core.backends.capabilities import Inspectable, require  # noqa: PLC0415
+
     if watch and as_json:
         raise usage("--watch and --json do not go together: run --json at each interval instead")
     if interval is not None and not watch:

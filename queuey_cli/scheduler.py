@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
 from queuey_cli.output import Column, error, listing, out, print_json
-from queuey_core import QueueSet, Schedule
-from queuey_core.backends.capabilities import SupportsSchedules, require
-from queuey_core.process.scheduler import load_schedules, run_scheduler
-from queuey_core.producer import Producer
-from queuey_core.schedules import Cron
-from queuey_core.settings import Settings
+
+if TYPE_CHECKING:
+    from queuey_core import QueueSet, Schedule
+    from queuey_core.settings import Settings
+
+# The schedules, the producer and the settings (pydantic) are imported where they are
+# used, so that `queuey scheduler --help` goes without (docs/performance.md).
 
 schedules_app = typer.Typer(
     help="The schedules of the configuration: list them with their last and next firing "
@@ -30,6 +31,8 @@ schedules_app = typer.Typer(
 
 
 def _configured(ctx: typer.Context) -> tuple[Settings, QueueSet, list[Schedule]]:
+    from queuey_core.process.scheduler import load_schedules  # noqa: PLC0415
+
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()
@@ -53,6 +56,8 @@ def scheduler(
 ) -> None:
     """Run the schedules until SIGTERM or SIGINT. Run several for availability: exactly
     one of them fires at a time, and another takes over within seconds if it dies."""
+    from queuey_core.process.scheduler import run_scheduler  # noqa: PLC0415
+
     settings, _queue_set, schedules = _configured(ctx)
     if not schedules:
         raise usage("no schedules to run: add schedules.NAME tables to the configuration")
@@ -74,6 +79,8 @@ SCHEDULE_COLUMNS = [
 
 
 def _moment(ms: int | None, schedule: Schedule) -> str | None:
+    from queuey_core.schedules import Cron  # noqa: PLC0415
+
     if ms is None:
         return None
     zone = schedule.trigger.zone if isinstance(schedule.trigger, Cron) else UTC
@@ -87,8 +94,11 @@ def schedules(
     as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """List each schedule with its last and next firing."""
+
     if ctx.invoked_subcommand is not None:
         return
+    from queuey_core.backends.capabilities import SupportsSchedules, require  # noqa: PLC0415
+
     settings, _queue_set, configured = _configured(ctx)
     if not configured:
         if as_json:
@@ -138,6 +148,9 @@ def fire(
     name: Annotated[str, typer.Argument(help="The schedule to fire now.")],
 ) -> None:
     """Enqueue one job of a schedule now (prints its id); its ticks are unchanged."""
+    from queuey_core import QueueSet  # noqa: PLC0415
+    from queuey_core.producer import Producer  # noqa: PLC0415
+
     settings, queue_set, configured = _configured(ctx)
     chosen = {s.name: s for s in configured}.get(name)
     if chosen is None:

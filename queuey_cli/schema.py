@@ -9,11 +9,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import PydanticUserError
 
 from queuey_cli.common import cli_errors, state, usage
 from queuey_cli.output import Exit, error, out
-from queuey_core.schema import envelope_schema, payload_schema, schema_text
 
 #: The name that means the envelope rather than a job type.
 ENVELOPE = "envelope"
@@ -30,6 +28,11 @@ def schema(
     ],
 ) -> None:
     """Print the JSON Schema of the envelope, or of a job type's payload."""
+    # Imported here, as in every command module: --help goes without pydantic.
+    from pydantic import PydanticUserError  # noqa: PLC0415
+
+    from queuey_core.schema import envelope_schema, payload_schema, schema_text  # noqa: PLC0415
+
     if name == ENVELOPE:
         out.file.write(schema_text(envelope_schema()))
         return

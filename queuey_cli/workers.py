@@ -5,24 +5,22 @@ The asking is :mod:`queuey_core.control`'s; this module chooses, prints and exit
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from queuey_cli import output
 from queuey_cli.common import backend, cli_errors, control_secret, state, usage
 from queuey_cli.output import Exit, add_row, err, error, out, print_json, say, table
-from queuey_core.control import (
-    DEFAULT_TIMEOUT,
-    Selection,
-    WorkerStatus,
-    shutdown_workers,
-    worker_statuses,
-)
-from queuey_core.limits import check_positive
+from queuey_core.limits import CONTROL_REPLY_WINDOW, check_positive
 from queuey_core.logs import escape_controls
-from queuey_core.settings import duration
 from queuey_core.text import short_duration
+
+if TYPE_CHECKING:
+    from queuey_core.control import WorkerStatus
+
+# The control plane and the settings (pydantic) are imported where they are used, so
+# that `queuey workers --help` goes without (docs/performance.md).
 
 app = typer.Typer(
     help="Live workers: list them (--json for scripts), or shut some down.",
@@ -87,11 +85,14 @@ def workers(
     pid: _Pids = None,
     worker_id: _Ids = None,
     as_json: _Json = False,
-    timeout: _Timeout = f"{DEFAULT_TIMEOUT:g}s",
+    timeout: _Timeout = f"{CONTROL_REPLY_WINDOW:g}s",
 ) -> None:
     """Every live worker (or those chosen), from the replies within --timeout."""
+
     if ctx.invoked_subcommand is not None:
         return
+    from queuey_core.control import Selection, worker_statuses  # noqa: PLC0415
+
     window = _window(timeout)
     select = Selection(ids=tuple(worker_id or ()), hosts=tuple(host or ()), pids=tuple(pid or ()))
     settings = state(ctx).settings()
@@ -122,9 +123,11 @@ def shutdown(
         bool, typer.Option("--all", help="Every live worker (required when none is chosen).")
     ] = False,
     as_json: _Json = False,
-    timeout: _Timeout = f"{DEFAULT_TIMEOUT:g}s",
+    timeout: _Timeout = f"{CONTROL_REPLY_WINDOW:g}s",
 ) -> None:
     """Drain the chosen workers as SIGTERM would; exit 1 if none accepted."""
+    from queuey_core.control import Selection, shutdown_workers  # noqa: PLC0415
+
     window = _window(timeout)
     select = Selection(ids=tuple(worker_id or ()), hosts=tuple(host or ()), pids=tuple(pid or ()))
     if select.is_everyone and not everyone:
@@ -149,6 +152,8 @@ def shutdown(
 
 
 def _window(text: str) -> float:
+    from queuey_core.settings import duration  # noqa: PLC0415
+
     try:
         seconds = duration(text)
     except ValueError as exc:

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import math
 
+#: Seconds to gather the replies of live workers (``queuey workers``): a live worker
+#: answers within milliseconds. Here, not in :mod:`queuey_core.control`, so that the
+#: command line's help can show it without importing the control plane (pydantic).
+CONTROL_REPLY_WINDOW = 1.0
+
 #: Levels of the delay ladder: level ``k`` holds a message for ``2**k`` ms.
 DELAY_LEVELS = 36
 #: The longest delay the ladder holds, in ms (about 795 days).

@@ -25,11 +25,12 @@ from queuey_core.control.documents import (
 )
 from queuey_core.control.signing import sign
 from queuey_core.errors import DecodeError
+from queuey_core.limits import CONTROL_REPLY_WINDOW
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to gather replies: a live worker answers within milliseconds.
-DEFAULT_TIMEOUT = 1.0
+DEFAULT_TIMEOUT = CONTROL_REPLY_WINDOW
 
 
 def ask(

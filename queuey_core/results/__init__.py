@@ -10,11 +10,33 @@ job's outcome. Readers get :class:`JobRecord` values (:meth:`JobStore.get`,
 
 from __future__ import annotations
 
-from queuey_core.results.cancelling import CancelVerdict, cancel_jobs
-from queuey_core.results.recording import JobRecorder
+from typing import TYPE_CHECKING
+
+from queuey_core._lazy import lazy_exports
 from queuey_core.results.records import Attempt, JobEvent, JobRecord, JobState
-from queuey_core.results.store import DEFAULT_RETENTION, STORES, JobStore, open_job_store
-from queuey_core.results.waiting import result_of, wait_for_record, wait_for_result
+
+if TYPE_CHECKING:
+    from queuey_core.results.cancelling import CancelVerdict, cancel_jobs
+    from queuey_core.results.recording import JobRecorder
+    from queuey_core.results.store import DEFAULT_RETENTION, STORES, JobStore, open_job_store
+    from queuey_core.results.waiting import result_of, wait_for_record, wait_for_result
+
+# The records are plain values; the rest (the backends' capabilities, pydantic) is
+# imported on first use, so that `queuey jobs --help` can name the states without it.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(("CancelVerdict", "cancel_jobs"), "queuey_core.results.cancelling"),
+        "JobRecorder": "queuey_core.results.recording",
+        **dict.fromkeys(
+            ("DEFAULT_RETENTION", "STORES", "JobStore", "open_job_store"),
+            "queuey_core.results.store",
+        ),
+        **dict.fromkeys(
+            ("result_of", "wait_for_record", "wait_for_result"), "queuey_core.results.waiting"
+        ),
+    },
+)
 
 __all__ = [
     "DEFAULT_RETENTION",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from queuey_cli.enqueue_wait import join_wait_value
+from queuey_cli.enqueue_args import join_wait_value
 from queuey_core.process.exits import Exit
 from tests.cli.test_sqlite_commands import Project
 from tests.cli.test_sqlite_commands import project as project  # noqa: PLC0414 - a fixture

@@ -116,3 +116,32 @@ def test_the_library_loads_the_memory_backend_producer_and_scheduler_on_first_us
     before, after = done.stdout.split("\n")[:2]
     assert before == "", "a RabbitMQ worker without schedules loads none of them"
     assert after.split() == list(lazy), "each loads on first use"
+
+
+#: Each group's subcommands, whose help is asked for too.
+SUBCOMMANDS = [
+    ["dlq", "list"],
+    ["config", "show"],
+    ["schedules", "fire"],
+    ["workers", "shutdown"],
+]
+
+
+def test_no_help_loads_pydantic_or_rich() -> None:
+    # Typer checked every option (defaults too) with a pydantic adapter, and drew its
+    # help with Rich: half of a `--help`'s time, now paid only by commands that run.
+    heavy = ("pydantic", "pydantic_settings", "rich", "pika", "queuey_core.settings")
+    asked = [[], *([name] for name in COMMANDS), *SUBCOMMANDS]
+    probe = (
+        "import sys\n"
+        "from queuey_cli.main import app\n"
+        f"for args in {asked!r}:\n"
+        "    try:\n"
+        "        app([*args, '--help'], prog_name='queuey')\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, (args, exc.code)\n"
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "Usage:" in done.stdout
+    assert done.stderr.split() == [], "no help imports them"

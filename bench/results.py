@@ -1,12 +1,14 @@
 """What recording costs the worker, and how soon ``wait()`` returns: the job store bench.
 
     .venv/bin/python bench/results.py [--rounds 3] [--jobs 3000] [--work-ms 0]
-        [--pg URL | --no-pg]
+        [--pg URL | --no-pg] [--kinds discard,sqlite,sqlite-file,postgres]
 
-One process, the embedded backend (a SQLite file) and one worker of 8 job threads
-running a handler that returns a small result. Each round runs, in an order that
+A fresh process a run: the embedded backend (a SQLite file) and one worker of 8 job
+threads running a handler that returns a small result. Each round runs, in an order that
 rotates, recording off, recording into the broker's own file (the default on the
-embedded backend) and recording into PostgreSQL (a schema of its own, dropped after).
+embedded backend) and recording into PostgreSQL (a schema of its own, dropped after);
+``--kinds`` adds ``discard`` (a store that keeps nothing: the hooks and the writer alone)
+and ``sqlite-file`` (a SQLite file of its own).
 A run enqueues ``--jobs`` jobs first, then times the worker from its start until every
 job is settled *and* every record written (the writer's lag is in the figure). Reported:
 jobs/s on the wall clock and per CPU second of the process (every thread: the writer's
@@ -24,6 +26,7 @@ a quiet machine for figures to quote.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -133,6 +136,26 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
     }
 
 
+def run_apart(jobs: int, store_url: str | None, db: Path, work: float) -> dict[str, float]:
+    """:func:`run` in a fresh interpreter: runs in one process carry its collector's
+    generations, its threads and its allocator from one to the next, which moved the
+    rate of the same kind by a third from round to round."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--one",
+            json.dumps({"jobs": jobs, "url": store_url, "db": str(db), "work": work}),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode:
+        raise RuntimeError(f"a run failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def wait_latency(samples: int, db: Path) -> list[float]:
     """Seconds from each job's end (its handler's return) to wait_for_record returning."""
     backend = SqliteBackend(f"sqlite:///{db}")
@@ -167,12 +190,25 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-pg", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--kinds",
+        default="",
+        help="Comma-separated, from off, discard, sqlite, sqlite-file (a file of its own), "
+        "postgres (default: off, sqlite, postgres)",
+    )
     parser.add_argument(
         "--work-ms", type=float, default=0.0, help="CPU time each handler spends (default 0)"
     )
     args = parser.parse_args()
+    if args.one:
+        one = json.loads(args.one)
+        print(json.dumps(run(one["jobs"], one["url"], Path(one["db"]), one["work"])))
+        return
     tmp = Path(tempfile.mkdtemp(prefix="queuey-results-bench-"))
     kinds = ["off", "sqlite"] + ([] if args.no_pg else ["postgres"])
+    if args.kinds:
+        kinds = ["off"] + [k for k in args.kinds.split(",") if k and k != "off"]
     figures: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
     ratios: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds if k != "off"}
     load = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
@@ -184,10 +220,12 @@ def main() -> None:
                 db = tmp / f"r{r}-{kind}.db"
                 url = {
                     "off": None,
+                    "discard": "discard",
                     "sqlite": f"sqlite:///{db}",
+                    "sqlite-file": f"sqlite:///{tmp / f'r{r}-store.db'}",
                     "postgres": f"{args.pg}?schema=queuey_bench_{uuid.uuid4().hex[:10]}",
                 }[kind]
-                got[kind] = run(args.jobs, url, db, args.work_ms / 1000)
+                got[kind] = run_apart(args.jobs, url, db, args.work_ms / 1000)
                 figures[kind].append(got[kind])
                 print(f"round {r + 1} {kind}: {got[kind]}", file=sys.stderr)
             for kind, kept in ratios.items():

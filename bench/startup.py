@@ -28,6 +28,9 @@ import procs
 COMMANDS = [
     "worker",
     "enqueue",
+    "job",
+    "jobs",
+    "cancel",
     "queues",
     "handlers",
     "scheduler",
@@ -37,6 +40,7 @@ COMMANDS = [
     "schedules",
     "workers",
     "migrate",
+    "dashboard",
 ]
 
 

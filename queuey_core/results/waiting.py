@@ -20,7 +20,7 @@ from queuey_core.results.records import JobRecord, JobState
 from queuey_core.results.store import JobStore
 
 #: The longest pause between two looks at the store, in seconds.
-MAX_POLL = 0.02
+MAX_POLL = 0.01
 _FIRST_POLL = 0.002
 
 M = TypeVar("M", bound=BaseModel)

@@ -41,6 +41,8 @@ from queuey_core.queues import QueueSet
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.results.store import JobStore
+
 T = TypeVar("T")
 
 #: A batch larger than this is published in slices.
@@ -64,6 +66,10 @@ class AsyncProducer:
         queues: the application's queue set.
         clock: time source for timestamps.
         tracer_provider: as :class:`~queuey_core.producer.Producer`'s.
+        job_store: record published jobs as queued there, as a ``Producer`` given one
+            does (by a writer thread in batches; :meth:`aclose` writes what waits).
+        record_now: write each call's records before it returns (on the producer's
+            threads, never on the loop).
         close_backend: close the backend too in :meth:`aclose` (off by default: a
             backend is often shared).
     """
@@ -75,9 +81,18 @@ class AsyncProducer:
         *,
         clock: Clock | None = None,
         tracer_provider: TracerProvider | None = None,
+        job_store: JobStore | None = None,
+        record_now: bool = False,
         close_backend: bool = False,
     ) -> None:
-        self._producer = Producer(backend, queues, clock=clock, tracer_provider=tracer_provider)
+        self._producer = Producer(
+            backend,
+            queues,
+            clock=clock,
+            tracer_provider=tracer_provider,
+            job_store=job_store,
+            record_now=record_now,
+        )
         self._backend = backend
         self._close_backend = close_backend
         self._threads = concurrent.futures.ThreadPoolExecutor(
@@ -201,8 +216,9 @@ class AsyncProducer:
         return done, time.thread_time() - cpu
 
     async def aclose(self) -> None:
-        """Wait for the enqueues under way, then stop the threads (and the backend, if
-        ``close_backend``). Idempotent."""
+        """Wait for the enqueues under way, write the queued records still waiting (with
+        a ``job_store``), then stop the threads (and the backend, if ``close_backend``).
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -210,6 +226,7 @@ class AsyncProducer:
 
     def _close(self) -> None:
         self._threads.shutdown(wait=True)
+        self._producer.close()  # the queued records still waiting, if it has a store
         if self._close_backend:
             self._backend.close()
 

@@ -1,15 +1,18 @@
-"""A library :class:`~queuey_core.Producer` given a job store records its jobs as
-queued: in batches by a writer thread by default, before the call returns with
-``record_now``; never without a store, and never at the cost of an enqueue."""
+"""A library :class:`~queuey_core.Producer` (or :class:`~queuey_core.AsyncProducer`)
+given a job store records its jobs as queued: in batches by a writer thread by default,
+before the call returns with ``record_now``; never without a store, and never at the
+cost of an enqueue."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Sequence
 
 import pytest
 
+from queuey_core import AsyncProducer
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
 from queuey_core import Producer
@@ -94,3 +97,44 @@ def test_a_store_that_refuses_loses_the_record_not_the_job(
     assert backend.pending(ALPHA) == 1, "the job is on the broker"
     assert producer.recorder is not None
     assert producer.recorder.unrecorded == 1, "the lost record is counted"
+
+
+def test_an_async_producer_with_a_store_records_its_jobs_as_queued(
+    store: JobStore, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    many = [Greet(name=f"n{i}") for i in range(1200)]  # past a slice: published in parts
+
+    async def enqueue() -> tuple[AsyncProducer, list[uuid.UUID]]:
+        async with AsyncProducer(backend, queues, clock=clock, job_store=store) as producer:
+            ids = [
+                await producer.enqueue(Greet(name="one")),
+                await producer.enqueue_raw(Greet.NAME, {"name": "raw"}, queue=ALPHA),
+                *await producer.enqueue_many(many),
+            ]
+        return producer, ids
+
+    before = writers()
+    producer, ids = asyncio.run(enqueue())
+    assert len(ids) == 1202
+    for job_id in ids:
+        record = store.get(job_id)
+        assert record is not None, f"{job_id} recorded once the producer closed"
+        assert record.state is JobState.QUEUED
+    recorder = producer.producer.recorder
+    assert recorder is not None
+    assert recorder.unrecorded == 0
+    assert writers() == before, "aclose stopped the writer thread"
+
+
+def test_an_async_producer_with_record_now_has_written_when_the_await_returns(
+    store: JobStore, backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    async def enqueue_and_look() -> list[bool]:
+        async with AsyncProducer(
+            backend, queues, clock=clock, job_store=store, record_now=True
+        ) as producer:
+            one = await producer.enqueue(Greet(name="one"))
+            many = await producer.enqueue_many([Greet(name=f"n{i}") for i in range(700)])
+            return [store.get(job_id) is not None for job_id in [one, *many]]
+
+    assert all(asyncio.run(enqueue_and_look()))

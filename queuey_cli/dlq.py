@@ -388,6 +388,10 @@ def import_(ctx: typer.Context, queue: QueueOption = None) -> None:
     try:
         stored = isinstance(broker, KeepsDeadLettersInStore) and broker.has_dead_letter_store()
         done = import_first(broker, names) if stored else 0
+        if stored:
+            # Empty dead-letter queues import without touching the store: look at it, so
+            # that a store out of reach is said, not "imported 0".
+            broker.stored_dead_letters()
     finally:
         broker.close()
     if not stored:

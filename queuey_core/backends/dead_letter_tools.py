@@ -164,6 +164,13 @@ class KeepsDeadLettersInStore(Protocol):
         ``progress``, when given, is called with how many so far, now and then.
         """
 
+    def stored_dead_letters(self) -> dict[str, int]:
+        """How many dead letters each queue has in the table (empty without one).
+
+        Raises:
+            JobStoreError: the store cannot be reached.
+        """
+
     def unimported_dead_letters(self, queue: str) -> int:
         """How many messages the dead-letter queue of ``queue`` holds (0 if it does not
         exist): what the next import takes, or, without a table, every dead letter."""

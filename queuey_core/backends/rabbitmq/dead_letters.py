@@ -154,6 +154,10 @@ class RabbitDeadLetters(DeadLetterTools):
         index = self._indexed(queue)
         return None if index is None else index.import_pending(queue, progress)
 
+    def stored_dead_letters(self) -> dict[str, int]:
+        """See :meth:`KeepsDeadLettersInStore.stored_dead_letters`."""
+        return {} if self._index is None else self._index.table.counts()
+
     def unimported_dead_letters(self, queue: str) -> int:
         """See :meth:`KeepsDeadLettersInStore.unimported_dead_letters`."""
 

@@ -96,3 +96,17 @@ def test_without_a_store_import_refuses_and_a_large_queue_gets_the_hint(
     assert code == 0
     assert f"{queue}.dlq holds {N}" in err
     assert "[results] url" in err
+
+
+def test_import_with_a_store_out_of_reach_says_so(tmp_path: Path, queue: str) -> None:
+    path = tmp_path / "queuey.toml"
+    path.write_text(
+        f'[broker]\nurl = "{AMQP_URL}"\n\n'
+        '[results]\nurl = "postgresql://postgres@127.0.0.1:1/test"\n\n'
+        f"[queues.{queue}]\nprefetch = 4\n"
+    )
+    code, out, err = run(path, "import")  # <queue>.dlq is empty: nothing to move
+    assert code != 0, out
+    assert "imported" not in out
+    assert "job store" in err.lower(), err
+    assert len(err.strip().splitlines()) == 1, err

@@ -6,9 +6,9 @@ For each backend and size (default 1,000 and 100,000) it fills one dead-letter q
 with dead letters as a worker writes them (a few hundred bytes each, 1 in 100 of job
 type ``shout``, 1 in 7 with reason "disk full"), then runs each command as a separate
 ``queuey`` process and records its wall time, its CPU time (user + system, from
-``wait4``) and its peak resident memory. It writes ``bench/DLQ.md`` (and prints it),
-with ``uptime``'s load beside the figures: on a shared machine compare the sizes of one
-run with each other, not with another run.
+``wait4``) and its peak resident memory (``/usr/bin/time``'s ``%M``). It writes
+``bench/DLQ.md`` (and prints it), with ``uptime``'s load beside the figures: on a shared
+machine compare the sizes of one run with each other, not with another run.
 
     .venv/bin/python bench/dlq.py                              # every kind, 1k and 100k
     .venv/bin/python bench/dlq.py --backend rabbitmq+sqlite --sizes 1000
@@ -190,19 +190,25 @@ STORE: dict[str, str] = {}
 def run_cli(args: list[str]) -> Figure:
     """One ``queuey`` process: wall, CPU and peak memory; stdout thrown away."""
     started = time.monotonic()
+    # Through /usr/bin/time, which forks the command: Linux keeps a process's peak RSS
+    # across exec, so a command forked from this process (tens of MB after a fill) would
+    # report at least this process's size as its own peak.
     proc = subprocess.Popen(
-        [QUEUEY, "--config", str(CONFIG["path"]), *args],
+        ["/usr/bin/time", "-f", "maxrss-kb %M", QUEUEY, "--config", str(CONFIG["path"]), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
+    err_bytes = proc.stderr.read() if proc.stderr else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
-    err = proc.stderr.read().decode() if proc.stderr else ""
+    lines = err_bytes.decode().strip().splitlines()
+    peak_kb = float(lines.pop().split()[-1]) if lines and lines[-1].startswith("maxrss-kb") else 0
+    err = "\n".join(line for line in lines if not line.startswith("Command exited"))
     ok = os.waitstatus_to_exitcode(status) == 0
     if not ok:
         print(f"  ! {' '.join(args)}: {err.strip()[:300]}", file=sys.stderr)
-    return Figure(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, ok)
+    return Figure(wall, usage.ru_utime + usage.ru_stime, peak_kb / 1024, ok)
 
 
 def measure(kind: str, n: int, url: str, db: Path) -> dict[str, Figure]:

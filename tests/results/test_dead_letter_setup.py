@@ -32,6 +32,9 @@ class Keeper:
     def unimported_dead_letters(self, queue: str) -> int:
         return 0
 
+    def stored_dead_letters(self) -> dict[str, int]:
+        return {}
+
     def with_stored_dead_letters(self, inspection: Any) -> Any:
         return inspection
 

@@ -15,6 +15,7 @@ nothing came back to the queue: every job was acked.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -315,3 +316,12 @@ def callgrind_total(out: Path) -> int:
     if found is None:
         raise RuntimeError(f"no totals in {out}")
     return int(found.group(1))
+
+
+def json_from(argv: list[str], what: str) -> dict[str, Any]:
+    """Run ``argv`` (a measurement in a fresh interpreter) and read the JSON object on the
+    last line it prints; RuntimeError with the end of its stderr when it fails."""
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))

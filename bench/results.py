@@ -39,6 +39,8 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+import procs  # bench/, this script's folder
+
 from queuey_core import Handler, Job, JobContext, Producer, QueueConfig, QueueSet, Worker
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.results import JobRecorder, JobStore, open_job_store, wait_for_record
@@ -140,20 +142,8 @@ def run_apart(jobs: int, store_url: str | None, db: Path, work: float) -> dict[s
     """:func:`run` in a fresh interpreter: runs in one process carry its collector's
     generations, its threads and its allocator from one to the next, which moved the
     rate of the same kind by a third from round to round."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--one",
-            json.dumps({"jobs": jobs, "url": store_url, "db": str(db), "work": work}),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode:
-        raise RuntimeError(f"a run failed:\n{out.stderr[-3000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    one = json.dumps({"jobs": jobs, "url": store_url, "db": str(db), "work": work})
+    return procs.json_from([sys.executable, __file__, "--one", one], "a run")
 
 
 def wait_latency(samples: int, db: Path) -> list[float]:

@@ -38,15 +38,8 @@ IO_THREADS = 64
 
 def measure(name: str, *args: object) -> dict[str, Any]:
     """One measurement of measure.py, in a fresh process."""
-    out = subprocess.run(
-        [sys.executable, str(HERE / "measure.py"), name, *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode:
-        raise RuntimeError(f"measure.py {name} failed:\n{out.stderr[-3000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    argv = [sys.executable, str(HERE / "measure.py"), name, *map(str, args)]
+    return procs.json_from(argv, f"measure.py {name}")
 
 
 def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[], dict[str, Any]]]:

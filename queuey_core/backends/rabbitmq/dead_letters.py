@@ -176,7 +176,7 @@ class RabbitDeadLetters(DeadLetterTools):
         """See :meth:`KeepsDeadLettersInStore.with_stored_dead_letters`."""
         if self._index is None:
             return inspection
-        rows = self._index.table.counts()
+        rows = self.stored_dead_letters()
         for name, counts in inspection.queues.items():
             if counts is not None and counts.dead_letters is not None:
                 dead = counts.dead_letters + rows.get(name, 0)

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from queuey_cli.common import usage
 from queuey_core import Job, QueueSet, job_id_for
 from queuey_core.producer import make_envelope
+from queuey_core.uuid7 import uuid7
 
 
 class Outcome(enum.Enum):
@@ -184,6 +185,6 @@ def lines_of(checked: CheckedFile, after: int = 0) -> Iterator[Line]:
                 pinned = key is not None
                 if key is None and checked.ids_from_lines:
                     key = job_id_for(f"queuey --file {checked.digest}:{number}")
-                yield Line(number, text, data, job, key or uuid.uuid4(), pinned)
+                yield Line(number, text, data, job, key or uuid7(), pinned)
         except typer.Exit:  # (its line was said) it passed the first pass
             raise FileChanged(f"{path}: the file changed since it was checked") from None

@@ -22,6 +22,7 @@ from queuey_core.errors import DecodeError
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES, MAX_SHORT_STRING_BYTES
 from queuey_core.trace_context import TracedModel
+from queuey_core.uuid7 import uuid7
 
 J = TypeVar("J", bound=Job)
 
@@ -180,7 +181,7 @@ class Envelope(TracedModel):
         """A first-attempt envelope for ``job`` with a fresh job id."""
         name, queue = job_identity(type(job))
         return cls(
-            job_id=uuid.uuid4(),
+            job_id=uuid7(enqueued_at),
             job_type=name,
             queue=queue,
             priority=priority,
@@ -276,8 +277,9 @@ class EncodedEnvelope:
     ) -> None:
         """``body`` as it is, or one written from ``payload`` (the job's JSON) and
         ``names`` (:func:`json_string` of the job type and the queue); ``job_id`` None
-        makes a random (version 4) one from ``entropy`` (16 random bytes, drawn for a
-        whole batch at once), else from its own."""
+        makes a time-ordered one (:func:`~queuey_core.uuid7.uuid7`, of ``enqueued_at``)
+        from ``entropy`` (16 random bytes, drawn for a whole batch at once), else from
+        its own."""
         if body is None and (names is None or payload is None):
             raise TypeError("an EncodedEnvelope takes its body, or its payload and names")
         if job_id is None and entropy is not None and len(entropy) != 16:
@@ -298,13 +300,7 @@ class EncodedEnvelope:
         job_id = self._id
         if job_id is None:
             entropy = self._entropy
-            if entropy is None:
-                job_id = uuid.uuid4()
-            else:
-                # What uuid4() makes of os.urandom(16), at half its cost.
-                bits = int.from_bytes(entropy, "big")
-                job_id = uuid.UUID(int=(bits & _V4_KEEP) | _V4_SET)
-            self._id = job_id
+            job_id = self._id = uuid7(self.enqueued_at, entropy)
         return job_id
 
     @property
@@ -337,11 +333,6 @@ class EncodedEnvelope:
 
     def __repr__(self) -> str:
         return f"EncodedEnvelope({self.job_type!r}, queue={self.queue!r}, id={self._id})"
-
-
-#: A version 4 UUID's version and variant bits, as uuid.UUID(version=4) sets them.
-_V4_KEEP = ~((0xC000 << 48) | (0xF000 << 64))
-_V4_SET = (0x8000 << 48) | (4 << 76)
 
 
 def json_string(value: str) -> bytes:

@@ -45,6 +45,7 @@ from queuey_core.limits import check_delay
 from queuey_core.queues import QueueSet
 from queuey_core.trace_context import TraceContext
 from queuey_core.tracing import producer_tracing
+from queuey_core.uuid7 import uuid7
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -285,9 +286,8 @@ class Producer:
                 )
                 continue
             name, queue, names, prio = kind
-            # The body and a random id are left to the backend (see EncodedEnvelope):
-            # what can fail (the id given, the payload's JSON) is done here, before any
-            # job of the batch is published.
+            # The body and a fresh id are left to the backend (see EncodedEnvelope); what
+            # can fail (the id given, the payload's JSON) is done before any is published.
             out.append(
                 EncodedEnvelope(
                     None if key is None else job_id_for(key),
@@ -354,7 +354,7 @@ def make_raw_envelope(
     data = json_object(payload)
     try:
         return Envelope(
-            job_id=job_id_for(job_id) if job_id is not None else uuid.uuid4(),
+            job_id=job_id_for(job_id) if job_id is not None else uuid7(enqueued_at),
             job_type=job_type,
             queue=queue,
             priority=prio,

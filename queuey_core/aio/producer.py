@@ -37,6 +37,7 @@ from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
 from queuey_core.producer import JobId, Producer, job_id_for
 from queuey_core.queues import QueueSet
+from queuey_core.uuid7 import uuid7
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -251,9 +252,7 @@ class AsyncProducer:
         """Every job checked as the producer checks it; the batch's job ids."""
         if delay is not None:
             check_delay(delay)
-        ids = [
-            uuid.uuid4() if key is None else job_id_for(key) for key in keys or [None] * len(jobs)
-        ]
+        ids = [uuid7() if key is None else job_id_for(key) for key in keys or [None] * len(jobs)]
         seen: set[type[Job]] = set()
         for job in jobs:
             # A whole envelope for the first job of each type (its queue, priority and

@@ -156,18 +156,28 @@ def test_an_encoded_envelope_draws_its_id_once_and_writes_it_into_its_body() -> 
     assert lazy.body is lazy.encode(), "the body is written once"
 
 
-def test_random_ids_from_a_batch_s_entropy_are_version_4_and_distinct() -> None:
+def test_random_ids_from_a_batch_s_entropy_are_version_7_and_distinct() -> None:
     jobs: list[Job] = [Tricky(text=str(i)) for i in range(500)]
     encoded = encoded_by_producer(jobs, [None] * len(jobs), None)
     ids = [env.job_id for env in encoded]
     assert len(set(ids)) == len(ids), "distinct"
-    assert {i.version for i in ids} == {4}, "version 4, as uuid4() makes them"
+    assert {i.version for i in ids} == {7}, "time-ordered (RFC 9562), as the store wants"
     assert {i.variant for i in ids} == {uuid.RFC_4122}
-
-
-@given(st.binary(min_size=16, max_size=16))
-def test_an_id_from_entropy_is_what_uuid4_makes_of_the_same_bytes(entropy: bytes) -> None:
-    env = EncodedEnvelope(
-        None, "t", "q", 0, 0, names=(b'"t"', b'"q"'), payload=b"{}", entropy=entropy
+    assert {i.int >> 80 for i in ids} == {env.enqueued_at for env in encoded}, (
+        "each id starts with its envelope's enqueue time"
     )
-    assert env.job_id == uuid.UUID(bytes=entropy, version=4)
+
+
+@given(st.binary(min_size=16, max_size=16), st.integers(min_value=0, max_value=2**48 - 1))
+def test_an_id_from_entropy_is_its_enqueue_time_then_the_entropy_s_bits(
+    entropy: bytes, enqueued_at: int
+) -> None:
+    env = EncodedEnvelope(
+        None, "t", "q", 0, enqueued_at, names=(b'"t"', b'"q"'), payload=b"{}", entropy=entropy
+    )
+    bits = int.from_bytes(entropy, "big")
+    assert env.job_id.int >> 80 == enqueued_at
+    assert env.job_id.version == 7
+    assert env.job_id.variant == uuid.RFC_4122
+    assert (env.job_id.int >> 64) & 0xFFF == (bits >> 64) & 0xFFF, "rand_a from the entropy"
+    assert env.job_id.int & (2**62 - 1) == bits & (2**62 - 1), "rand_b from the entropy"

@@ -1,11 +1,12 @@
 """``queuey enqueue --file`` on a generated file: lines a second, CPU and peak memory.
 
-    .venv/bin/python bench/enqueue_file.py [--lines 500000]
+    .venv/bin/python bench/enqueue_file.py [--lines 500000] [--backend rabbitmq|embedded]
 
 Writes a JSON-lines file of ``greet`` jobs (the example handlers), runs ``queuey enqueue
 greet --file`` on it as a user would (every line checked, then published with confirms,
-on the vhost of ``QUEUEY_BENCH_URL``), samples the process's resident memory, and
-deletes the queue afterwards. Issue 25's targets: under 100 MB at any size, at least
+on the vhost of ``QUEUEY_BENCH_URL``; or, with ``--backend embedded``, committed into a
+fresh SQLite file), samples the process's resident memory, and deletes the queue
+afterwards. Issue 25's targets: under 100 MB at any size, at least
 15,000 lines a second. Never run as a test.
 """
 
@@ -31,17 +32,21 @@ import procs
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=500_000)
+    parser.add_argument("--backend", choices=("rabbitmq", "embedded"), default="rabbitmq")
     args = parser.parse_args()
     procs.compile_sources()
     work = Path(tempfile.mkdtemp())
     config = work / "queuey.toml"
+    embedded = args.backend == "embedded"
+    url = f"sqlite:///{work / 'queuey.db'}" if embedded else procs.URL
     # The example handlers' greet jobs go to "alpha": the bench's own name for it here.
-    config.write_text(f'[broker]\nurl = "{procs.URL}"\n\n[queues.alpha]\nprefetch = 4\n')
+    config.write_text(f'[broker]\nurl = "{url}"\n\n[queues.alpha]\nprefetch = 4\n')
     jobs = work / "jobs.jsonl"
     with jobs.open("w") as fh:
         for i in range(args.lines):
             fh.write(json.dumps({"name": f"name-{i:07d}"}) + "\n")
-    _delete()
+    if not embedded:
+        _delete()
     argv = [str(procs.BIN / "queuey"), "--config", str(config), "--log-format", "json"]
     argv += ["enqueue", "greet", "--file", str(jobs)]
     started = time.perf_counter()
@@ -58,12 +63,14 @@ def main() -> None:
         time.sleep(0.02)
     _, stderr = proc.communicate()
     took = time.perf_counter() - started
-    _delete()
+    if not embedded:
+        _delete()
     if proc.returncode:
         raise SystemExit(f"enqueue --file failed ({proc.returncode}):\n{stderr[-2000:]}")
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"{args.lines:,} lines ({jobs.stat().st_size / 2**20:.0f} MB): {took:.1f} s, "
+        f"{args.backend}, {args.lines:,} lines ({jobs.stat().st_size / 2**20:.0f} MB): "
+        f"{took:.1f} s, "
         f"{args.lines / took:,.0f} lines/s, CPU {cpu / args.lines * 1e6:.0f} us a line "
         f"(at least), peak RSS {peak / 2**20:.0f} MB (load average {load})"
     )

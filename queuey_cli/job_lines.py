@@ -157,13 +157,26 @@ def read_file(
         jobs = 0
         for number, text in _texts(hashing, path):
             job, _, _ = parse_job(text, model, f"{path}:{number}", id_key=True)
-            # Checked as it will be sent: a bad priority publishes nothing.
-            make_envelope(job, queue_set, priority=priority, enqueued_at=0)
+            if jobs == 0:
+                # Checked as it will be sent: a bad priority publishes nothing. What the
+                # envelope checks (queue, priority, names) is the same for every line.
+                make_envelope(job, queue_set, priority=priority, enqueued_at=0)
+            else:
+                # What varies from line to line, checked as the producer's batch path
+                # does it for every job after a type's first: its JSON.
+                _to_json(job, f"{path}:{number}")
             jobs += 1
         digest = hashing.sha.hexdigest()
     if not jobs:
         raise usage(f"{path}: no jobs in it")
     return CheckedFile(path, model, ids_from_lines, digest, jobs, stamp)
+
+
+def _to_json(job: Job, where: str) -> None:
+    try:
+        job.__pydantic_serializer__.to_json(job)
+    except (ValueError, TypeError) as exc:  # PydanticSerializationError is a ValueError
+        raise usage(f"{where}: cannot be sent as JSON: {exc}") from None
 
 
 class FileChanged(Exception):

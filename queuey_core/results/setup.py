@@ -10,14 +10,15 @@ ConfigError with the one line that says how to configure one) and
 from __future__ import annotations
 
 import functools
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from queuey_core.backends.capabilities import KeepsDeadLettersInStore
 from queuey_core.errors import ConfigError
-from queuey_core.results.dead_letter_table import open_dead_letter_table
-from queuey_core.results.recording import JobRecorder
 from queuey_core.results.store import JobStore, open_job_store
 from queuey_core.settings import NO_STORE, Settings
+
+if TYPE_CHECKING:
+    from queuey_core.results.recording import JobRecorder
 
 T = TypeVar("T")
 
@@ -45,6 +46,9 @@ def recorder_for(settings: Settings) -> JobRecorder | None:
     url = results_url(settings)
     if url is None:
         return None
+    # Imported here: a worker without a store (RabbitMQ's default) never loads it.
+    from queuey_core.results.recording import JobRecorder  # noqa: PLC0415
+
     return JobRecorder(
         functools.partial(open_job_store, url, retention=settings.results.retention),
         max_result_size=settings.results.max_result_size,
@@ -76,5 +80,7 @@ def with_dead_letter_store(backend: T, settings: Settings) -> T:
     url = results_url(settings)
     if url is None or not url.lower().startswith(("sqlite:", "postgres")):
         return backend
+    from queuey_core.results.dead_letter_table import open_dead_letter_table  # noqa: PLC0415
+
     backend.keep_dead_letters_in(open_dead_letter_table(url))
     return backend

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,7 +44,14 @@ import procs  # bench/, this script's folder
 
 from queuey_core import Handler, Job, JobContext, Producer, QueueConfig, QueueSet, Worker
 from queuey_core.backends.sqlite import SqliteBackend
-from queuey_core.results import JobRecorder, JobStore, open_job_store, wait_for_record
+from queuey_core.results import (
+    DEFAULT_RETENTION,
+    JobRecorder,
+    JobStore,
+    open_job_store,
+    wait_for_record,
+)
+from queuey_core.results.writer_process import WriterProcess
 
 HERE = Path(__file__).parent
 QUEUE = "bench"
@@ -88,8 +96,12 @@ class Discard:
         """Nothing to close."""
 
 
-def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[str, float]:
-    """One timed run; the figures of it."""
+def run(
+    jobs: int, store_url: str | None, db: Path, work: float = 0.0, writer: str = "thread"
+) -> dict[str, float]:
+    """One timed run; the figures of it. ``writer="process"``: the store is written from
+    a process of its own (:class:`WriterProcess`), whose CPU time is counted with the
+    worker's."""
     backend = SqliteBackend(f"sqlite:///{db}")
     producer = Producer(backend, QUEUES)
     producer.enqueue_many([Work(n=i) for i in range(jobs)])
@@ -104,7 +116,11 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
     store: JobStore | None = (
         Discard() if store_url == "discard" else open_job_store(store_url) if store_url else None
     )
-    recorder = JobRecorder(store) if store is not None else None
+    if store is not None and writer == "process":
+        # The store stays open here (made its tables; drops its schema after).
+        recorder = JobRecorder(WriterProcess(str(store_url), retention=DEFAULT_RETENTION))
+    else:
+        recorder = JobRecorder(store) if store is not None else None
     worker = Worker(
         backend,
         QUEUES,
@@ -120,8 +136,13 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
     if recorder is not None:
         recorder.flush(120)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    children0 = _children_cpu()
     worker.handle.shutdown()
     thread.join(60)
+    if recorder is not None:
+        recorder.close()  # a writer process ends here: its CPU time is the children's
+    own_cpu = cpu
+    cpu += _children_cpu() - children0
     unrecorded = recorder.unrecorded if recorder is not None else 0
     per_write = recorder.written / max(1, recorder.batches) if recorder is not None else 0.0
     backend.close()
@@ -133,16 +154,26 @@ def run(jobs: int, store_url: str | None, db: Path, work: float = 0.0) -> dict[s
     return {
         "wall_rate": jobs / wall,
         "cpu_rate": jobs / cpu,
+        "own_cpu_rate": jobs / own_cpu,
         "unrecorded": unrecorded,
         "events_per_write": per_write,
     }
 
 
-def run_apart(jobs: int, store_url: str | None, db: Path, work: float) -> dict[str, float]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_apart(
+    jobs: int, store_url: str | None, db: Path, work: float, writer: str
+) -> dict[str, float]:
     """:func:`run` in a fresh interpreter: runs in one process carry its collector's
     generations, its threads and its allocator from one to the next, which moved the
     rate of the same kind by a third from round to round."""
-    one = json.dumps({"jobs": jobs, "url": store_url, "db": str(db), "work": work})
+    one = json.dumps(
+        {"jobs": jobs, "url": store_url, "db": str(db), "work": work, "writer": writer}
+    )
     return procs.json_from([sys.executable, __file__, "--one", one], "a run")
 
 
@@ -185,7 +216,8 @@ def main() -> None:
         "--kinds",
         default="",
         help="Comma-separated, from off, discard, sqlite, sqlite-file (a file of its own), "
-        "postgres (default: off, sqlite, postgres)",
+        "postgres (default: off, sqlite, postgres); '+process' after a store writes it "
+        "from a process of its own (postgres+process)",
     )
     parser.add_argument(
         "--work-ms", type=float, default=0.0, help="CPU time each handler spends (default 0)"
@@ -193,7 +225,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:
         one = json.loads(args.one)
-        print(json.dumps(run(one["jobs"], one["url"], Path(one["db"]), one["work"])))
+        figures = run(
+            one["jobs"], one["url"], Path(one["db"]), one["work"], one.get("writer", "thread")
+        )
+        print(json.dumps(figures))
         return
     tmp = Path(tempfile.mkdtemp(prefix="queuey-results-bench-"))
     kinds = ["off", "sqlite"] + ([] if args.no_pg else ["postgres"])
@@ -208,14 +243,15 @@ def main() -> None:
             got: dict[str, dict[str, float]] = {}
             for kind in order:
                 db = tmp / f"r{r}-{kind}.db"
+                store, _, writer = kind.partition("+")
                 url = {
                     "off": None,
                     "discard": "discard",
                     "sqlite": f"sqlite:///{db}",
                     "sqlite-file": f"sqlite:///{tmp / f'r{r}-store.db'}",
                     "postgres": f"{args.pg}?schema=queuey_bench_{uuid.uuid4().hex[:10]}",
-                }[kind]
-                got[kind] = run_apart(args.jobs, url, db, args.work_ms / 1000)
+                }[store]
+                got[kind] = run_apart(args.jobs, url, db, args.work_ms / 1000, writer or "thread")
                 figures[kind].append(got[kind])
                 print(f"round {r + 1} {kind}: {got[kind]}", file=sys.stderr)
             for kind, kept in ratios.items():

@@ -2,7 +2,8 @@
 
 Owns: :class:`JobRecorder`, a :class:`~queuey_core.worker.WorkerHooks` that turns each
 job event into a :class:`~queuey_core.results.JobEvent` and hands it to one writer
-thread through a bounded queue; the writer writes batches. Must never: block a job
+thread through a bounded queue; the writer writes batches, itself or through a process of
+its own (:mod:`.writer_process`, ``[results] writer``). Must never: block a job
 thread, change or delay an outcome, or raise into the worker. A full queue or a store
 that fails loses those events: they are logged and counted (:attr:`JobRecorder.unrecorded`,
 the ``queuey_results_unrecorded_total`` metric), and the jobs are settled as they would
@@ -12,7 +13,6 @@ have been.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import socket
@@ -21,41 +21,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
+from queuey_core.results.encoding import DEFAULT_MAX_RESULT_SIZE, encode_result
 from queuey_core.results.records import JobEvent, JobState
 
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector
 
 from queuey_core.results.store import JobStore
+from queuey_core.results.writer_process import WriterProcess
 from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
 
 logger = logging.getLogger(__name__)
-
-#: Default largest result kept, in bytes of JSON (``[results] max_result_size``).
-DEFAULT_MAX_RESULT_SIZE = 64 * 1024
-
-# One encoder for every result: json.dumps with options makes a new one each call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
-
-def _not_json(value: object) -> object:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# The C encoder JSONEncoder.encode makes anew on every call, made once: a result is
-# encoded on the job's thread. No circular-reference check (markers None): a cycle is a
-# RecursionError, refused like any value that is not JSON. None where there is no C
-# accelerator: _ENCODE then.
-_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed
-_C_ENCODER = (
-    None
-    if _make_encoder is None
-    else _make_encoder(
-        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-)
 
 _new = tuple.__new__
 
@@ -81,27 +57,6 @@ _STATES = {
 _LOG_EVERY = 30.0
 
 
-def encode_result(value: object, limit: int) -> tuple[str | None, str]:
-    """``value`` as JSON text, or None and why it is not kept (too large, not JSON)."""
-    try:
-        if isinstance(value, BaseModel):
-            text = value.model_dump_json()
-        elif _C_ENCODER is not None and type(value) in (dict, list):
-            text = "".join(_C_ENCODER(value, 0))
-        else:
-            text = _ENCODE(value)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return None, f"result not kept: not JSON ({type(exc).__name__}: {exc})"
-    # A character is 4 bytes of UTF-8 at most: a short text needs no encoding to tell.
-    size = len(text) if len(text) * 4 <= limit else len(text.encode("utf-8"))
-    if size > limit:
-        return None, (
-            f"result not kept: {size} bytes is over the limit of {limit} bytes "
-            "([results] max_result_size)"
-        )
-    return text, ""
-
-
 class JobRecorder(WorkerHooks):
     """Records every job a worker runs in ``store``: give it to ``Worker(hooks=[...])``.
 
@@ -116,7 +71,8 @@ class JobRecorder(WorkerHooks):
     Args:
         store: where records go: a store, or what opens one (called by the writer, again
             after each failure, so a store that is down when the worker starts is
-            reached once it is up).
+            reached once it is up), or a :class:`WriterProcess` that writes them from a
+            process of its own (``[results] writer``).
         max_result_size: results larger than this many bytes of JSON are not kept (the
             record says so in its ``error``, and the job still succeeds).
         capacity: events waiting for the writer at most; more are counted and dropped.
@@ -125,14 +81,15 @@ class JobRecorder(WorkerHooks):
 
     def __init__(
         self,
-        store: JobStore | Callable[[], JobStore],
+        store: JobStore | Callable[[], JobStore] | WriterProcess,
         *,
         max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
         capacity: int = 10_000,
         batch: int = 500,
     ) -> None:
+        self._process = store if isinstance(store, WriterProcess) else None
         self._store: JobStore | None = store if isinstance(store, JobStore) else None
-        self._open = None if isinstance(store, JobStore) else store
+        self._open = None if isinstance(store, (JobStore, WriterProcess)) else store
         self._limit = max_result_size
         # (JobInfo or envelope, state, at ms, error, result JSON, ran): made JobEvents
         # by the writer, so a job thread builds no object of its own per event.
@@ -162,6 +119,11 @@ class JobRecorder(WorkerHooks):
     def unrecorded(self) -> int:
         """Events lost so far: the queue was full, or the store refused their batch."""
         return self._failed + self._dropped
+
+    @property
+    def writer_process(self) -> WriterProcess | None:
+        """The process that writes the records, or None when the writer thread does."""
+        return self._process
 
     @property
     def written(self) -> int:
@@ -258,6 +220,8 @@ class JobRecorder(WorkerHooks):
         self._linger.set()
         self._wake.set()
         thread.join(timeout)
+        if self._process is not None:
+            self._process.close(timeout)
 
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
         """What a worker calls instead of the ``on_job_*`` methods (``takes_envelopes``):
@@ -321,44 +285,50 @@ class JobRecorder(WorkerHooks):
                 self._asleep = False
                 self._wake.clear()
                 continue
-            host, pid = self._host, self._pid
-            # tuple.__new__: a NamedTuple's own __new__ is a Python function of 12
-            # arguments, a tenth of what recording a job costs the writer.
-            batch: list[JobEvent] = [
-                _new(
-                    JobEvent,
-                    (
-                        j.job_id,
-                        j.job_type,
-                        j.queue,
-                        state,
-                        at,
-                        j.enqueued_at,
-                        j.attempt,
-                        host,
-                        pid,
-                        error,
-                        result,
-                        ran,
-                    ),
-                )
-                for j, state, at, error, result, ran in taken
-            ]
             self._batches += 1
             try:
-                self._opened().write(batch)
+                self._write(taken)
             except Exception as exc:
-                self._failed += len(batch)
-                self._log_lost(len(batch), f"the job store refused a batch: {exc}")
+                self._failed += len(taken)
+                self._log_lost(len(taken), f"the job store refused a batch: {exc}")
             else:
-                self._written += len(batch)
+                self._written += len(taken)
             with self._progress:
-                self._settled += len(batch)
+                self._settled += len(taken)
                 self._progress.notify_all()
             if len(events) < self._batch and not self._stopping:
                 # Let a batch gather: a write a job costs the job threads the GIL and
                 # a wake-up each; LINGER is far inside what wait() is allowed.
                 self._linger.wait(LINGER)
+
+    def _write(self, taken: list[tuple[Any, JobState, int, str, str | None, bool]]) -> None:
+        if self._process is not None:
+            self._process.write(self._host, self._pid, taken)
+            return
+        host, pid = self._host, self._pid
+        # tuple.__new__: a NamedTuple's own __new__ is a Python function of 12
+        # arguments, a tenth of what recording a job costs the writer.
+        batch: list[JobEvent] = [
+            _new(
+                JobEvent,
+                (
+                    j.job_id,
+                    j.job_type,
+                    j.queue,
+                    state,
+                    at,
+                    j.enqueued_at,
+                    j.attempt,
+                    host,
+                    pid,
+                    error,
+                    result,
+                    ran,
+                ),
+            )
+            for j, state, at, error, result, ran in taken
+        ]
+        self._opened().write(batch)
 
     def _log_lost(self, count: int, why: str) -> None:
         now = time.monotonic()

@@ -10,6 +10,7 @@ ConfigError with the one line that says how to configure one) and
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from queuey_core.backends.capabilities import KeepsDeadLettersInStore
@@ -41,18 +42,26 @@ def recorder_for(settings: Settings) -> JobRecorder | None:
 
     The store is opened by the recorder's writer, not here: a store that is down does
     not keep the worker from starting (its events are counted as unrecorded until it
-    is back).
+    is back). ``[results] writer`` says whether that writer is a thread of the worker or
+    a process of its own (``auto``: a process for PostgreSQL).
     """
     url = results_url(settings)
     if url is None:
         return None
     # Imported here: a worker without a store (RabbitMQ's default) never loads it.
     from queuey_core.results.recording import JobRecorder  # noqa: PLC0415
+    from queuey_core.results.writer_process import WriterProcess  # noqa: PLC0415
 
-    return JobRecorder(
-        functools.partial(open_job_store, url, retention=settings.results.retention),
-        max_result_size=settings.results.max_result_size,
+    results = settings.results
+    writer = results.writer
+    if writer == "auto":
+        writer = "process" if url.lower().startswith("postgres") else "thread"
+    store: WriterProcess | Callable[[], JobStore] = (
+        WriterProcess(url, retention=results.retention)
+        if writer == "process"
+        else functools.partial(open_job_store, url, retention=results.retention)
     )
+    return JobRecorder(store, max_result_size=results.max_result_size)
 
 
 def store_for(settings: Settings) -> JobStore:

@@ -8,7 +8,9 @@ server). :func:`queuey_core.results.setup.results_url` says which applies.
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from queuey_core.settings.durations import Duration
 from queuey_core.settings.sections import _Section
@@ -33,6 +35,11 @@ class ResultsSettings(_Section):
     """Records (and cancels) untouched this long are deleted."""
     max_result_size: int = Field(default=64 * 1024, ge=0)
     """Bytes of JSON a result may take; a larger one is not kept (the record says so)."""
+    writer: Literal["auto", "thread", "process"] = "auto"
+    """Where a worker writes its records from: ``process`` (a child process of its own,
+    which spares the worker's GIL the database driver's work), ``thread`` (a thread of
+    the worker), ``auto`` (a process for PostgreSQL, a thread for a SQLite file: there
+    the file's one write lock, not the GIL, is what recording costs)."""
 
     @field_validator("url")
     @classmethod
@@ -40,3 +47,13 @@ class ResultsSettings(_Section):
         if value is not None and not value.get_secret_value().lower().startswith(_SCHEMES):
             raise ValueError(f"must start with one of {', '.join(_SCHEMES)}")
         return value
+
+    @model_validator(mode="after")
+    def _process_needs_a_shared_store(self) -> ResultsSettings:
+        url = self.url.get_secret_value().lower() if self.url is not None else ""
+        if self.writer == "process" and url.startswith("memory://"):
+            raise ValueError(
+                "writer = 'process' cannot write to memory:// (a store inside the worker's "
+                "own process): use writer = 'thread'"
+            )
+        return self

@@ -272,6 +272,8 @@ class JobRecorder(WorkerHooks):
 
     def _write_loop(self) -> None:
         events = self._events
+        if self._process is not None:
+            self._process.start()
         while True:
             with self._lock:
                 taken = [events.popleft() for _ in range(min(self._batch, len(events)))]

@@ -47,8 +47,8 @@ _new = tuple.__new__
 class WriterProcess:
     """The parent's end of a writer process for the store at ``url``.
 
-    Used from one thread (the recorder's writer); the child is started on the first
-    batch, so that a worker's start waits for no process.
+    Used from one thread (the recorder's writer), which starts the child as it starts:
+    a worker's start waits for no process, and its first record for no connection.
     """
 
     def __init__(self, url: str, *, retention: float) -> None:
@@ -63,6 +63,15 @@ class WriterProcess:
         """The running child's pid, or None."""
         proc = self._proc
         return None if proc is None or proc.poll() is not None else proc.pid
+
+    def start(self) -> bool:
+        """Start the child now, rather than on the first batch (it connects to the store
+        at once): whether it could be started. A failure is the first batch's to tell."""
+        try:
+            self._running()
+        except JobStoreError:
+            return False
+        return True
 
     def write(self, host: str, pid: int, taken: Sequence[tuple[Any, ...]]) -> None:
         """Have the child write ``taken``, the recorder's queued events: (job, state,
@@ -205,6 +214,8 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
     if not isinstance(config, dict):
         return
     store: JobStore | None = None
+    with contextlib.suppress(Exception):  # not there yet: each batch tries again
+        store = open_job_store(config["url"], retention=config["retention"])
     try:
         for line in source:
             try:

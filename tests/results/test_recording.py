@@ -23,7 +23,7 @@ from queuey_core.results import JobRecorder
 from queuey_core.results import JobState
 from queuey_core.results import JobStore
 from queuey_core.results import open_job_store
-from queuey_core.results.recording import encode_result
+from queuey_core.results.encoding import encode_result
 from tests.harness import Memory
 from tests.results.support import recording_worker
 from tests.results.support import settled_record

@@ -3,7 +3,8 @@ serves its control requests, and otherwise sleeps.
 
 It never spins. It wakes when this process publishes or settles (an event), when a
 delay or another worker's lease ends (a timer on the injected clock), and every
-``poll`` seconds to ``stat`` the WAL file, which every commit of any process writes
+``poll`` seconds (every :data:`BUSY_POLL` for a second after it last claimed) to
+``stat`` the WAL file, which every commit of any process writes
 to; ``PRAGMA data_version`` (which changes only when another connection committed) is
 read when the WAL changed, and at least every :data:`VERSION_EVERY` seconds in case a
 commit left the WAL's size and time as they were. An idle worker costs one ``stat``
@@ -30,6 +31,13 @@ logger = logging.getLogger(__name__)
 VERSION_EVERY = 1.0
 #: After this long (s) of the file failing every look, the consumers end.
 GIVE_UP_AFTER = 60.0
+#: Seconds between looks while the worker is busy: for :data:`BUSY_FOR` seconds after a
+#: look claimed a job, the thread looks this often
+#: rather than every ``poll``, so that a job another process enqueues into a busy queue
+#: starts within milliseconds; an idle worker still wakes only every ``poll``.
+BUSY_POLL = 0.004
+#: Seconds a worker counts as busy after its last claim.
+BUSY_FOR = 1.0
 
 
 class Pumped(Protocol):
@@ -78,6 +86,7 @@ class Pump:
         self._next_version = 0.0
         self._next_renewal = 0.0
         self._failing_since: float | None = None
+        self._active_at = float("-inf")  # monotonic time of the last claim
 
     def start(self) -> None:
         """Start the thread if it is not running; idempotent."""
@@ -125,7 +134,14 @@ class Pump:
                 if self._failing(exc):
                     return
             if not busy:
-                self._wake.wait(self._poll)
+                self._wake.wait(self.interval(time.monotonic()))
+
+    def interval(self, now: float) -> float:
+        """Seconds to wait before the next look, at monotonic time ``now``: ``poll``, or
+        :data:`BUSY_POLL` within :data:`BUSY_FOR` of the last claim."""
+        if now - self._active_at < BUSY_FOR:
+            return min(self._poll, BUSY_POLL)
+        return self._poll
 
     def _step(self, woken: bool) -> bool:
         """One look; True when it claimed something (look again at once)."""
@@ -149,6 +165,10 @@ class Pump:
             backend._serve_control(now)
         claimed, self._due = backend._claim_all(now)
         self._arm(self._due, now)
+        if claimed:
+            # Only a claim: other workers' lease renewals change the file every second
+            # or so, and would keep an idle worker looking every few milliseconds.
+            self._active_at = time.monotonic()
         return claimed
 
     def _arm(self, due: int | None, now: int) -> None:

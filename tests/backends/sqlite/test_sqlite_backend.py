@@ -29,7 +29,9 @@ from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.capabilities import SupportsControl
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import parse_url
+from queuey_core.backends.sqlite import pump
 from queuey_core.backends.sqlite.database import Database
+from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 from tests.support import Got
@@ -289,3 +291,26 @@ def test_a_full_file_refuses_the_job_it_cannot_hold_and_keeps_the_others(
     assert refused is not None, "the file never filled"
     assert "disk is full" in str(refused)
     assert backend.counts([Q.name])[Q.name][0].ready == said_yes
+
+
+def test_a_worker_that_claims_looks_at_the_file_often_and_an_idle_one_seldom(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    worker, other, producer = make(), make(), make()
+    got, nothing = Got(), Got()
+    worker.consume(Q, got)
+    elsewhere = QueueConfig("elsewhere", prefetch=1)
+    other.declare([elsewhere])
+    other.consume(elsewhere, nothing)
+    poll = DEFAULT_POLL  # the URL sets none
+    now = time.monotonic()
+    assert worker._pump.interval(now) == poll
+    other._pump.renew_soon()  # another worker's commits are not work for this one
+    time.sleep(0.1)
+    assert worker._pump.interval(time.monotonic()) == poll
+
+    producer.publish(envelope("from another process"))
+    wait(lambda: len(got) == 1)
+    claimed = time.monotonic()
+    assert worker._pump.interval(claimed) == pump.BUSY_POLL
+    assert worker._pump.interval(claimed + pump.BUSY_FOR + 0.1) == poll

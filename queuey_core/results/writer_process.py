@@ -126,6 +126,11 @@ class WriterProcess:
                     f"{RESPAWN_AFTER:g}s after the last"
                 )
             self._started = now
+            if not sys.executable:
+                raise JobStoreError(
+                    "no Python interpreter to start the writer process with (an embedded "
+                    "Python): set [results] writer = 'thread'"
+                )
             try:
                 # Unbuffered: close() closes the child's input while the writer thread
                 # may be blocked on it, which a buffered stream's lock would not allow.

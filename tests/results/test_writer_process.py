@@ -327,3 +327,12 @@ def test_a_writer_thread_is_left_waiting_for_no_dead_child() -> None:
     silent.close()
     assert not thread.is_alive()
     assert len(failed) == 1
+
+
+def test_without_an_interpreter_to_start_it_says_what_to_set(
+    process: WriterProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", "")
+    assert not process.start()
+    with pytest.raises(JobStoreError, match="writer = 'thread'"):
+        process.write("host", 1, events("nowhere"))

@@ -181,10 +181,11 @@ def run_apart(
     return procs.json_from([sys.executable, __file__, "--one", one], "a run")
 
 
-def wait_latency(samples: int, db: Path, url: str | None = None) -> list[float]:
+def wait_latency(samples: int, db: Path, url: str | None = None) -> tuple[float, list[float]]:
     """Seconds from each job's end (its handler's return) to wait_for_record returning:
     recording into the broker's file from a thread, or into ``url`` (PostgreSQL) from a
-    writer process."""
+    writer process. The first job, run as the worker starts (its writer process too),
+    is returned apart: ``(first, the samples after it)``."""
     backend = SqliteBackend(f"sqlite:///{db}")
     store = open_job_store(url or f"sqlite:///{db}")
     recorder = JobRecorder(WriterProcess(url, retention=DEFAULT_RETENTION) if url else store)
@@ -199,7 +200,7 @@ def wait_latency(samples: int, db: Path, url: str | None = None) -> list[float]:
     thread.start()
     producer = Producer(backend, QUEUES)
     lags = []
-    for i in range(samples):
+    for i in range(samples + 1):
         job_id = producer.enqueue(Work(n=i))
         wait_for_record(store, job_id, timeout=30)
         lags.append(time.perf_counter() - ended[job_id])
@@ -210,7 +211,7 @@ def wait_latency(samples: int, db: Path, url: str | None = None) -> list[float]:
     if url and drop is not None:
         drop()
     store.close()
-    return lags
+    return lags[0], lags[1:]
 
 
 def main() -> None:
@@ -269,10 +270,10 @@ def main() -> None:
                         got[kind]["cpu_rate"] / got["off"]["cpu_rate"],
                     )
                 )
-        lags = {"the broker's file, a writer thread": sorted(wait_latency(50, tmp / "wait.db"))}
+        lags = {"the broker's file, a writer thread": wait_latency(50, tmp / "wait.db")}
         if not args.no_pg:
             pg = f"{args.pg}?schema=queuey_bench_{uuid.uuid4().hex[:10]}"
-            lags["PostgreSQL, a writer process"] = sorted(wait_latency(50, tmp / "w2.db", pg))
+            lags["PostgreSQL, a writer process"] = wait_latency(50, tmp / "w2.db", pg)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report(args, load, figures, ratios, lags)
@@ -283,7 +284,7 @@ def report(
     load: str,
     figures: dict[str, list[dict[str, float]]],
     ratios: dict[str, list[tuple[float, float]]],
-    lags: dict[str, list[float]],
+    lags: dict[str, tuple[float, list[float]]],
 ) -> None:
     med = statistics.median
     lines = [
@@ -313,12 +314,14 @@ def report(
                 f"| {kind} | {wall:,.0f} | {rw:.2f} | {cpu:,.0f} | {rc:.2f} | {per:.0f} | {lost} |"
             )
     lines.append("")
-    for where, got in lags.items():
+    for where, (first, unsorted) in lags.items():
+        got = sorted(unsorted)
         p95 = got[int(len(got) * 0.95) - 1]
         lines.append(
             f"`wait()` after the job's end, {len(got)} jobs, {where}: median "
             f"{med(got) * 1000:.1f} ms, 95th percentile {p95 * 1000:.1f} ms, most "
-            f"{got[-1] * 1000:.1f} ms (target: within 50 ms)."
+            f"{got[-1] * 1000:.1f} ms (target: within 50 ms); the first job, as the "
+            f"worker started: {first * 1000:.1f} ms."
         )
     lines.append("")
     text = "\n".join(lines)

@@ -244,8 +244,10 @@ def main() -> None:
     """Run as the child of a :class:`WriterProcess`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    replies = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print() anywhere must not become a reply
     with contextlib.suppress(OSError, ValueError):  # the parent is gone: nobody to tell
-        serve(sys.stdin.buffer, sys.stdout.buffer)
+        serve(sys.stdin.buffer, replies)
 
 
 if __name__ == "__main__":

@@ -131,15 +131,22 @@ def test_the_child_writes_every_batch_sent_before_it_is_closed(
         store.close()
 
 
+def write_then_kill(process: WriterProcess) -> int:
+    """Have ``process`` write a batch (so that its child runs), then SIGKILL the child and
+    wait until it is gone; its pid."""
+    process.write("host", 1, events("first"))
+    pid = process.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not alive(pid), timeout=10)
+    return pid
+
+
 def test_a_child_killed_between_batches_is_replaced_at_once(
     process: WriterProcess, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer_process, "RESPAWN_AFTER", 0.0)
-    process.write("host", 1, events("first"))
-    first = process.pid
-    assert first is not None
-    os.kill(first, signal.SIGKILL)
-    wait_for(lambda: not alive(first), timeout=10)
+    first = write_then_kill(process)
     later = events("second")
     process.write("host", 1, later)
     assert process.pid not in (None, first)
@@ -156,11 +163,7 @@ def test_a_child_that_keeps_dying_is_not_restarted_for_every_batch(
     process: WriterProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer_process, "RESPAWN_AFTER", 600.0)
-    process.write("host", 1, events("first"))
-    pid = process.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not alive(pid), timeout=10)
+    write_then_kill(process)
     with pytest.raises(JobStoreError, match="keeps ending"):
         process.write("host", 1, events("second"))
 

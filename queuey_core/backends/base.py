@@ -36,7 +36,8 @@ class Delivery(Protocol):
 
     @property
     def envelope(self) -> Envelope:
-        """The envelope that was delivered."""
+        """The envelope that was delivered: the same object on every read (a job's
+        start and end are told to hooks with it)."""
 
     @property
     def queue(self) -> str:

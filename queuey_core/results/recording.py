@@ -1,9 +1,10 @@
 """Recording a worker's jobs in the job store, off the job threads.
 
-Owns: :class:`JobRecorder`, a :class:`~queuey_core.worker.WorkerHooks` that turns each
-job event into a :class:`~queuey_core.results.JobEvent` and hands it to one writer
-thread through a bounded queue; the writer writes batches, itself or through a process of
-its own (:mod:`.writer_process`, ``[results] writer``). Must never: block a job
+Owns: :class:`JobRecorder`, a :class:`~queuey_core.worker.WorkerHooks` that notes each
+job's start and hands each end to one writer thread through a bounded queue; the writer
+makes :class:`~queuey_core.results.JobEvent` s of them (:mod:`.starts`) and writes
+batches, itself or through a process of its own (:mod:`.writer_process`, ``[results]
+writer``). Must never: block a job
 thread, change or delay an outcome, or raise into the worker. A full queue or a store
 that fails loses those events: they are logged and counted (:attr:`JobRecorder.unrecorded`,
 the ``queuey_results_unrecorded_total`` metric), and the jobs are settled as they would
@@ -21,8 +22,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from queuey_core.results.encoding import DEFAULT_MAX_RESULT_SIZE, encode_result
+from queuey_core.results.encoding import DEFAULT_MAX_RESULT_SIZE
 from queuey_core.results.records import JobEvent, JobState
+from queuey_core.results.starts import Event, Raw, Start, Starts
 
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector
@@ -75,7 +77,8 @@ class JobRecorder(WorkerHooks):
             process of its own (``[results] writer``).
         max_result_size: results larger than this many bytes of JSON are not kept (the
             record says so in its ``error``, and the job still succeeds).
-        capacity: events waiting for the writer at most; more are counted and dropped.
+        capacity: ends of jobs (each with its start, if that was not written yet) and
+            queued jobs waiting for the writer at most; more are counted and dropped.
         batch: events written in one transaction at most.
     """
 
@@ -90,12 +93,13 @@ class JobRecorder(WorkerHooks):
         self._process = store if isinstance(store, WriterProcess) else None
         self._store: JobStore | None = store if isinstance(store, JobStore) else None
         self._open = None if isinstance(store, (JobStore, WriterProcess)) else store
-        self._limit = max_result_size
-        # (JobInfo or envelope, state, at ms, error, result JSON, ran): made JobEvents
-        # by the writer, so a job thread builds no object of its own per event.
-        self._events: collections.deque[tuple[Any, JobState, int, str, str | None, bool]] = (
-            collections.deque()
-        )
+        # (JobInfo or envelope, state, at ms, error, result, ran, start): made JobEvents
+        # by the writer, so a job thread builds no object of its own per event; the
+        # result is the handler's object, encoded by the writer too.
+        self._events: collections.deque[Raw] = collections.deque()
+        self._starts = Starts(max_result_size)
+        self._running = self._starts.running  # the job threads' side of it
+        self._lost_starts: list[Start] = []  # of ends dropped (see _drop)
         self._capacity = capacity
         self._batch = batch
         self._host = socket.gethostname()
@@ -103,6 +107,8 @@ class JobRecorder(WorkerHooks):
         self._lock = threading.Lock()  # the writer's pops, flush's look, and drops
         self._taken = 0  # events the writer took off the deque
         self._settled = 0  # of those, written or counted lost
+        self._begun = 0  # the writer's passes begun, and ended (see flush)
+        self._passes = 0
         self._dropped = 0
         self._failed = 0
         self._written = 0
@@ -153,14 +159,8 @@ class JobRecorder(WorkerHooks):
         self._put(job, JobState.RUNNING)
 
     def on_job_succeeded(self, job: JobInfo) -> None:
-        """See :class:`WorkerHooks`: the result is encoded here, on the job's thread."""
-        if job.result is None:
-            self._put(job, JobState.SUCCEEDED)
-            return
-        text, why = encode_result(job.result, self._limit)
-        if why:
-            logger.error("%s", why, extra={"job_id": str(job.job_id), "job_type": job.job_type})
-        self._put(job, JobState.SUCCEEDED, why, text)
+        """See :class:`WorkerHooks`: the result is encoded by the writer."""
+        self._put(job, JobState.SUCCEEDED, "", job.result)
 
     def on_job_failed(self, job: JobInfo) -> None:
         """See :class:`WorkerHooks`."""
@@ -191,16 +191,18 @@ class JobRecorder(WorkerHooks):
                 self._thread.start()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every event handed over so far is written (or lost); False if that
-        took longer than ``timeout`` seconds."""
+        """Wait until every event handed over so far is written (or lost), and every job
+        running now is written as running; False if that took longer than ``timeout``
+        seconds."""
         with self._lock:
             target = self._taken + len(self._events)
+            passes = self._begun + 1  # a pass that begins after now: it sees _running
         deadline = time.monotonic() + timeout
         self._wake.set()
         self._linger.set()
         try:
             with self._progress:
-                while self._settled < target:
+                while self._settled < target or self._passes < passes:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._thread is None or not self._thread.is_alive():
                         return False
@@ -224,23 +226,27 @@ class JobRecorder(WorkerHooks):
             self._process.close(timeout)
 
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
-        """What a worker calls instead of the ``on_job_*`` methods (``takes_envelopes``):
-        the event is kept as a tuple with the envelope, and made a :class:`JobEvent` on
-        the writer's thread; only a result is encoded here, while it is the handler's."""
+        """What a worker calls instead of the ``on_job_*`` methods (``takes_envelopes``).
+
+        A start is only noted, and an end kept as a tuple with the envelope and the
+        handler's result: the writer makes events of them and encodes the result
+        (:mod:`.starts`). A worker hands the same envelope object to a job's start and
+        end."""
+        if event == "started":
+            self._running[id(envelope)] = (envelope, int(time.time() * 1000))
+            if self._asleep:
+                self._wake.set()
+            return
         state = _STATES.get(event)
         if state is None:
             return  # timed out: its outcome's event follows
-        encoded = None
-        if result is not None:
-            encoded, why = encode_result(result, self._limit)
-            if why:
-                logger.error(
-                    "%s",
-                    why,
-                    extra={"job_id": str(envelope.job_id), "job_type": envelope.job_type},
-                )
-                text = why
-        self._put(envelope, state, text, encoded, ran)
+        start = self._running.pop(id(envelope), None)
+        if len(self._events) >= self._capacity:
+            self._drop(start)
+            return
+        self._events.append((envelope, state, int(time.time() * 1000), text, result, ran, start))
+        if self._asleep:
+            self._wake.set()
 
     def record_queued(self, jobs: Any) -> None:
         """Record jobs just enqueued as queued, in the writer's next batch (what a
@@ -254,20 +260,24 @@ class JobRecorder(WorkerHooks):
         job: Any,
         state: JobState,
         error: str = "",
-        result: str | None = None,
+        result: object = None,
         ran: bool = True,
     ) -> None:
         """``job``: a JobInfo or an envelope (both have the fields a JobEvent takes)."""
         if len(self._events) >= self._capacity:
             self._drop()
             return
-        self._events.append((job, state, int(time.time() * 1000), error, result, ran))
+        self._events.append((job, state, int(time.time() * 1000), error, result, ran, None))
         if self._asleep:
             self._wake.set()
 
-    def _drop(self) -> None:
+    def _drop(self, start: Start | None = None) -> None:
+        """Count an event dropped. The start of a dropped end goes to the writer, which
+        counts it lost too unless it wrote it."""
         with self._lock:
             self._dropped += 1
+            if start is not None:
+                self._lost_starts.append(start)
         self._log_lost(1, "the job store's queue is full (the store is slow or down)")
 
     def _write_loop(self) -> None:
@@ -276,34 +286,40 @@ class JobRecorder(WorkerHooks):
             self._process.start()
         while True:
             with self._lock:
-                taken = [events.popleft() for _ in range(min(self._batch, len(events)))]
-                self._taken += len(taken)
-            if not taken:
+                self._begun += 1
+                raw = [events.popleft() for _ in range(min(self._batch, len(events)))]
+                self._taken += len(raw)
+                lost, self._lost_starts = self._lost_starts, []
+                self._dropped += self._starts.lost(lost)
+            batch = self._starts.prepare(raw)
+            if batch:
+                self._batches += 1
+                try:
+                    self._write(batch)
+                except Exception as exc:
+                    self._failed += len(batch)
+                    self._log_lost(len(batch), f"the job store refused a batch: {exc}")
+                else:
+                    self._written += len(batch)
+            with self._progress:
+                self._settled += len(raw)
+                self._passes += 1
+                self._progress.notify_all()
+            if not batch:
                 if self._stopping:
                     return
                 self._asleep = True
-                if not events:  # looked at again now that a job thread would wake us
+                if not events and not self._starts.unshown():  # again, now a job would wake us
                     self._wake.wait(1.0)
                 self._asleep = False
                 self._wake.clear()
                 continue
-            self._batches += 1
-            try:
-                self._write(taken)
-            except Exception as exc:
-                self._failed += len(taken)
-                self._log_lost(len(taken), f"the job store refused a batch: {exc}")
-            else:
-                self._written += len(taken)
-            with self._progress:
-                self._settled += len(taken)
-                self._progress.notify_all()
             if len(events) < self._batch and not self._stopping:
                 # Let a batch gather: a write a job costs the job threads the GIL and
                 # a wake-up each; LINGER is far inside what wait() is allowed.
                 self._linger.wait(LINGER)
 
-    def _write(self, taken: list[tuple[Any, JobState, int, str, str | None, bool]]) -> None:
+    def _write(self, taken: list[Event]) -> None:
         if self._process is not None:
             self._process.write(self._host, self._pid, taken)
             return

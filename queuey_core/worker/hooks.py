@@ -15,7 +15,6 @@ outcome stays what the handler made it.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -66,7 +65,8 @@ class EnvelopeSink(Protocol):
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
         """``event`` is the ``on_job_*`` name without its prefix (``started``,
         ``succeeded``, ...); ``text`` the error (failed) or the reason (the others);
-        ``ran``: the handler ran; ``result`` what it returned (succeeded only)."""
+        ``ran``: the handler ran; ``result`` what it returned (succeeded only). A job's
+        start and end carry the same envelope object (its delivery's)."""
 
 
 class EventCounts(Protocol):
@@ -184,7 +184,6 @@ class HookRunner:
         self._hooks = tuple(hooks)
         self._clock = clock
         self._counts = counts
-        self._lock = threading.Lock()
         sinks = [h for h in self._hooks if getattr(h, "takes_envelopes", False) is True]
         self._sinks = tuple(cast(EnvelopeSink, h) for h in sinks)
         others = tuple(h for h in self._hooks if not any(h is s for s in sinks))
@@ -197,8 +196,10 @@ class HookRunner:
         self._durations = any(self._calls[name] for name in _JOB_EVENTS)
         self._timed = counts is not None or bool(self._sinks) or self._durations
         # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
-        # cannot be another's while the entry stands.
+        # cannot be another's while the entry stands. No lock: a dict's item set, get and
+        # pop are each atomic, and a delivery's start and end come from one thread.
         self._running: dict[int, tuple[Delivery, float]] = {}
+        self._on_started = self._calls["on_job_started"]
 
     def __bool__(self) -> bool:
         return bool(self._hooks) or self._counts is not None
@@ -232,9 +233,8 @@ class HookRunner:
         if not self._timed:
             return
         start = self._clock.monotonic() if self._durations else 0.0
-        with self._lock:
-            self._running[id(delivery)] = (delivery, start)
-        if self._calls["on_job_started"]:
+        self._running[id(delivery)] = (delivery, start)
+        if self._on_started:
             self._call_all("on_job_started", self._info(delivery))
         for sink in self._sinks:  # inline, not a method: this runs for every job
             try:
@@ -270,8 +270,7 @@ class HookRunner:
         """The job timed out; unlike the outcomes, this does not end its timing."""
         if not self._timed:
             return
-        with self._lock:
-            entry = self._running.get(id(delivery))
+        entry = self._running.get(id(delivery))
         if self._calls["on_job_timed_out"]:
             duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
             self._call_all("on_job_timed_out", self._info(delivery, duration, error=error))
@@ -304,9 +303,8 @@ class HookRunner:
         delay: float | None = None,
         result: object = None,
     ) -> None:
-        with self._lock:
-            entry = self._running.pop(id(delivery), None)
-        method = "on_job_" + event
+        entry = self._running.pop(id(delivery), None)
+        method = _METHODS[event]
         if self._calls[method]:
             duration = None if entry is None else max(0.0, self._clock.monotonic() - entry[1])
             info = self._info(
@@ -357,6 +355,7 @@ _WORKER_EVENTS = (
     "on_worker_stopped",
 )
 _EVENTS = (*_WORKER_EVENTS, *_JOB_EVENTS)
+_METHODS = {name.removeprefix("on_job_"): name for name in _JOB_EVENTS}
 
 
 def _overriding(hooks: tuple[WorkerHooks, ...], name: str) -> tuple[WorkerHooks, ...]:

@@ -110,6 +110,82 @@ def test_results_are_json_a_model_or_refused_with_a_reason(mem: Memory, store: J
     assert len(backend.acked(queues[Greet.QUEUE].name)) == 3, "every job still succeeded"
 
 
+def test_a_job_still_running_is_recorded_as_running_and_then_as_one_attempt(
+    mem: Memory, store: JobStore
+) -> None:
+    backend, producer, queues, clock = mem
+    release = threading.Event()
+
+    def slow(job: Greet, ctx: JobContext) -> object:
+        release.wait(30)
+        return {"done": job.name}
+
+    recorder = JobRecorder(store)
+    running = start(recording_worker(backend, queues, clock, slow, recorder), clock)
+    job = producer.enqueue(Greet(name="long"))
+    seen = settled_record(store, job, None, JobState.RUNNING)
+    [attempt] = seen.attempts
+    assert attempt.ended_at is None
+    release.set()
+    done = settled_record(store, job, None, JobState.SUCCEEDED)
+    assert done.result == {"done": "long"}
+    assert [(a.started_at, a.outcome) for a in done.attempts] == [
+        (attempt.started_at, JobState.SUCCEEDED)
+    ], "the end closed the attempt its start opened"
+    running.stop()
+    assert recorder.unrecorded == 0
+
+
+def test_flush_writes_the_jobs_running_now(mem: Memory, store: JobStore) -> None:
+    backend, producer, queues, clock = mem
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(job: Greet, ctx: JobContext) -> None:
+        started.set()
+        release.wait(30)
+
+    recorder = JobRecorder(store)
+    running = start(recording_worker(backend, queues, clock, slow, recorder), clock)
+    try:
+        job = producer.enqueue(Greet(name="long"))
+        assert started.wait(10)
+        assert recorder.flush(10)
+        record = store.get(job)
+        assert record is not None
+        assert record.state is JobState.RUNNING
+    finally:
+        release.set()
+        running.stop()
+
+
+class Exploding(dict[str, int]):
+    """A result whose encoding raises what no JSON encoder expects."""
+
+    def items(self) -> Any:
+        raise RuntimeError("changed while it was read")
+
+
+def test_a_result_that_breaks_its_encoding_is_refused_and_the_writer_goes_on(
+    mem: Memory, store: JobStore
+) -> None:
+    backend, producer, queues, clock = mem
+
+    def odd(job: Greet, ctx: JobContext) -> object:
+        return Exploding(a=1) if job.name == "odd" else {"hello": job.name}
+
+    recorder = JobRecorder(store)
+    running = start(recording_worker(backend, queues, clock, odd, recorder), clock)
+    bad = producer.enqueue(Greet(name="odd"))
+    good = producer.enqueue(Greet(name="ada"))
+    refused = settled_record(store, bad, clock, JobState.SUCCEEDED)
+    assert refused.result is None
+    assert refused.error == "result not kept: RuntimeError: changed while it was read"
+    assert settled_record(store, good, clock, JobState.SUCCEEDED).result == {"hello": "ada"}
+    running.stop()
+    assert len(backend.acked(queues[Greet.QUEUE].name)) == 2
+
+
 class _Gate:
     """A real store whose writes wait until the test opens the gate (a slow store)."""
 
@@ -159,7 +235,9 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(mem: Memory, store: Jo
     slow.gate.set()
     running.stop()
     assert recorder.written + recorder.unrecorded == 20, "two events a job, each counted"
-    assert recorder.unrecorded >= 20 - 4 - 1, "at most the queue and one batch were kept"
+    # The queue holds jobs' ends, each with its start: at most the queue's 4 and one
+    # batch's 1 were kept, two events each.
+    assert recorder.unrecorded >= 20 - 2 * (4 + 1), "at most the queue and one batch were kept"
 
 
 def test_a_store_gone_mid_run_loses_records_not_jobs(mem: Memory, tmp_path: object) -> None:

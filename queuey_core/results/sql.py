@@ -129,24 +129,40 @@ _UNNEST_ATTEMPTS = "SELECT * FROM unnest(?::text[], ?::int[], ?::text[], ?::int[
 _UNNEST_ATTEMPTS += "?::bigint[], ?::bigint[], ?::text[], ?::text[]) "
 
 
-def apply(
-    execute: Execute, executemany: ExecuteMany, dialect: Dialect, events: Sequence[JobEvent]
-) -> None:
-    """Write ``events``, folded (:func:`~.batch.fold`), inside the caller's transaction:
-    each row of a table by ``executemany`` (SQLite, where a statement costs little)."""
+#: One statement of a write: its text, its parameters, and whether they are rows for
+#: ``executemany`` (one run each) rather than one run's.
+Statement = tuple[str, Sequence[Any], bool]
+
+
+def planned(dialect: Dialect, events: Sequence[JobEvent]) -> list[Statement]:
+    """The statements that write ``events``, folded (:func:`~.batch.fold`): each row of a
+    table in multi-row INSERTs (SQLite, where a statement costs little). Made before the
+    transaction, so that the file's write lock, which a store in the embedded backend's
+    file shares with it, is held only while they run (folding was a quarter of that)."""
     q = dialect.sql
     folded = fold(events)
+    out: list[Statement] = []
     if folded.queued:
         # A worker's event may be in first: the producer's never overwrites it.
-        _rows(execute, q(_INSERT_JOB), q(_KEEP), folded.queued)
+        out += _rows(q(_INSERT_JOB), q(_KEEP), folded.queued)
     if folded.jobs:
-        _rows(execute, q(_INSERT_JOB), q(_UPSERT), folded.jobs)
+        out += _rows(q(_INSERT_JOB), q(_UPSERT), folded.jobs)
     if folded.closings:
         # Before the inserts: a closing ends the attempt its host and pid left open in an
         # earlier batch, not one this batch opens (a retry's next run on the same worker).
-        executemany(q(_CLOSE), folded.closings)
+        out.append((q(_CLOSE), folded.closings, True))
     if folded.attempts:
-        _rows(execute, q(_INSERT_ATTEMPT), "", folded.attempts)
+        out += _rows(q(_INSERT_ATTEMPT), "", folded.attempts)
+    return out
+
+
+def run(execute: Execute, executemany: ExecuteMany, statements: Sequence[Statement]) -> None:
+    """Run ``statements`` (from :func:`planned`) inside the caller's transaction."""
+    for text, params, many in statements:
+        if many:
+            executemany(text, params)
+        else:
+            execute(text, params)
 
 
 #: Rows one INSERT carries at most (8 parameters each: within SQLite's oldest limit of
@@ -156,21 +172,23 @@ _CHUNKS = (64, 32, 16, 8, 4, 2, 1)
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def _rows(execute: Execute, head: str, tail: str, rows: Sequence[Sequence[Any]]) -> None:
+def _rows(head: str, tail: str, rows: Sequence[Sequence[Any]]) -> list[Statement]:
     """``head VALUES (...), (...) tail`` for ``rows``, in order: many rows a statement,
     rather than ``executemany``'s statement a row (9 k instructions a job less)."""
+    out: list[Statement] = []
     i, n = 0, len(rows)
     for size in _CHUNKS:
         text = f"{head}VALUES {', '.join([_ROW] * size)} {tail}"
         while n - i >= size:
-            execute(text, [value for row in rows[i : i + size] for value in row])
+            out.append((text, [value for row in rows[i : i + size] for value in row], False))
             i += size
+    return out
 
 
 def apply_columns(
     execute: Execute, executemany: ExecuteMany, dialect: Dialect, events: Sequence[JobEvent]
 ) -> None:
-    """:func:`apply` for PostgreSQL: each table's rows in one statement, as arrays a
+    """:func:`planned` for PostgreSQL: each table's rows in one statement, as arrays a
     column each (``unnest``), rather than a statement a row: a round trip and the
     client's work of a statement per row were most of what recording cost there."""
 
@@ -187,7 +205,7 @@ def apply_columns(
         execute(q(_INSERT_JOB + _UNNEST_JOBS + _UPSERT), _columns(folded.jobs))
     if folded.closings:
         # Rare (an end whose start was written in an earlier batch), and before the
-        # inserts, as in apply.
+        # inserts, as in planned.
         executemany(dialect.sql(_CLOSE), folded.closings)
     if folded.attempts:
         # unnest yields its rows in order, so the attempts' ids keep their order.

@@ -81,8 +81,9 @@ class SqliteJobStore:
         if not events:
             return
         try:
+            statements = sql.planned(_DIALECT, events)
             with self._transaction() as execute:
-                sql.apply(execute, self._conn.executemany, _DIALECT, events)
+                sql.run(execute, self._conn.executemany, statements)
                 if (
                     self._written == 0
                     or self._written // sql.EXPIRE_EVERY

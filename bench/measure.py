@@ -93,6 +93,19 @@ def fill_queuey(n: int, kind: str = "noop") -> dict[str, Any]:
     return {"filled": n}
 
 
+def fill_queuey_file(n: int, path: str) -> dict[str, Any]:
+    """``n`` no-op queuey jobs on the bench queue of the embedded backend's file ``path``,
+    the first one marked, as :func:`fill_queuey` fills RabbitMQ's."""
+    from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+
+    backend = SqliteBackend(f"sqlite:///{path}")
+    producer = Producer(backend, QueueSet([QueueConfig("bench", prefetch=16)]))
+    for start in range(0, n, 2000):
+        producer.enqueue_many([Noop(mark=i == 0) for i in range(start, min(n, start + 2000))])
+    backend.close()
+    return {"filled": n}
+
+
 def _own_trace() -> TraceContext:
     """A context of a trace of its own, as a request's publish span makes it."""
     return TraceContext(f"00-{random.getrandbits(128):032x}-{random.getrandbits(64):016x}-01")
@@ -292,7 +305,9 @@ MEASURES = {
 def main() -> None:
     name, *args = sys.argv[1:]
     fn = MEASURES[name]
-    converted = [float(a) if "." in a else int(a) if a.isdigit() else a for a in args]
+    converted = [
+        a if "/" in a else float(a) if "." in a else int(a) if a.isdigit() else a for a in args
+    ]
     print(json.dumps(fn(*converted)))
 
 

@@ -294,6 +294,46 @@ def drain(argv: list[str], queue: str, n: int, *, log: str) -> dict[str, Any]:
     }
 
 
+def file_counts(path: Path, queue: str) -> tuple[int, int]:
+    """Jobs ready and jobs leased (running) in ``queue`` of the embedded backend's file."""
+    from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+
+    backend = SqliteBackend(f"sqlite:///{path}")
+    try:
+        counts = backend.counts([queue])[queue][0]
+        return counts.ready, counts.leased
+    finally:
+        backend.close()
+
+
+def drain_file(argv: list[str], path: Path, queue: str, n: int, *, log: str) -> dict[str, Any]:
+    """:func:`drain` for a worker on the embedded backend: "empty" is the file's ready
+    count reaching 0, read through a connection of the harness's own."""
+    from queuey_core.backends.sqlite import SqliteBackend  # noqa: PLC0415
+
+    reader = SqliteBackend(f"sqlite:///{path}")
+    run = Run(argv, log=log)
+    try:
+        took = run.wait_until(lambda: reader.counts([queue])[queue][0].ready == 0, timeout=600)
+        cpu = run.cpu_seconds()
+    finally:
+        run.stop()
+        reader.close()
+    left = sum(file_counts(path, queue))
+    if left:
+        raise RuntimeError(f"{log}: {left} jobs left in {queue} after the stop")
+    first = run.first_job()
+    return {
+        "rate": n / took,
+        "seconds": took,
+        "running_rate": (n - 1) / (took - first) if took > first else float("nan"),
+        "cpu_us": cpu / n * 1e6,
+        "first_job_s": first,
+        "rss_tree_mb": run.peak_tree / 2**20,
+        "rss_mb": run.peak_one / 2**20,
+    }
+
+
 def have(tool: str) -> bool:
     """Whether a peer's command is installed (``pip install -e '.[bench]'``)."""
     return (BIN / tool).exists() or shutil.which(tool) is not None

@@ -50,7 +50,9 @@ def markdown(results: dict[str, Any]) -> str:
         "timed from its first delivery. *Running*: the same run timed from its first job "
         "(launch left out). *CPU*: user + system time of the worker's processes over the "
         "run, launch included, per job (the broker's is not counted); load moves it far "
-        "less than the rates.",
+        "less than the rates. *queuey, SQLite file*: the same worker and jobs on the "
+        "embedded backend (a fresh file a run, no broker), timed until the file holds no "
+        "ready job; its ratio is queuey on RabbitMQ over it.",
         "",
         "| worker | jobs/s from launch | queuey / it | jobs/s running | queuey / it, running "
         "| CPU per job (us) | first job after launch (s) "
@@ -155,7 +157,15 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 PUBLISHERS = ["queuey", "dramatiq", "raw pika", "raw pika confirmed"]
-WORKERS = ["queuey", "queuey, traced", "dramatiq", "celery", "raw pika", "queuey, 2 processes"]
+WORKERS = [
+    "queuey",
+    "queuey, traced",
+    "dramatiq",
+    "celery",
+    "raw pika",
+    "queuey, 2 processes",
+    "queuey, SQLite file",
+]
 
 
 def tracing_line(worker: Rounds) -> str:
@@ -200,6 +210,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
         "queuey": "#2f6fdf",
         "queuey, traced": "#6f9be8",
         "queuey, 2 processes": "#1d4596",
+        "queuey, SQLite file": "#8c6bb1",
         "dramatiq": "#e07b39",
         "celery": "#55a868",
         "raw pika": "#9aa5b1",
@@ -221,6 +232,10 @@ def draw(results: dict[str, Any], path: Path) -> None:
         ax.set_xticks(
             range(len(shown)),
             [s.replace(" confirmed", "\nconfirmed").replace(", ", ",\n") for s in shown],
+            # Seven workers side by side: their names slanted, so that none overlap.
+            rotation=35 if len(shown) > 4 else 0,
+            ha="right" if len(shown) > 4 else "center",
+            fontsize=8 if len(shown) > 4 else 10,
         )
         for x, s in enumerate(shown):
             if s != "queuey":

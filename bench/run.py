@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def worker_figures(n: int, peers: bool, processes: bool) -> dict[str, Callable[[
             "fill_queuey", procs.queuey_argv("bench", THREADS), "bench", n, "queuey"
         ),
         "raw pika": lambda: measure("raw_consumer", n),
+        "queuey, SQLite file": lambda: _drain_file(n),
     }
     if procs.have_module("opentelemetry.exporter.otlp.proto.http"):
         # The same worker traced as in production (bench/tracing.py: a batching
@@ -115,6 +117,21 @@ def _drain(
     procs.purge(queue)
     measure(fill, n, kind)
     return procs.drain(argv, queue, n, log=label)
+
+
+def _drain_file(n: int) -> dict[str, Any]:
+    """The same worker and jobs on the embedded backend: a fresh SQLite file a run."""
+    import latency  # noqa: PLC0415 - its config() writes the file's queuey.toml
+
+    config = latency.config("sqlite")
+    db = config.parent / "queuey.db"
+    try:
+        measure("fill_queuey_file", n, db)
+        argv = procs.queuey_argv("bench", THREADS)
+        argv[argv.index("--config") + 1] = str(config)
+        return procs.drain_file(argv, db, "bench", n, log="queuey-file")
+    finally:
+        shutil.rmtree(config.parent, ignore_errors=True)
 
 
 def _traced_drain(n: int) -> dict[str, Any]:

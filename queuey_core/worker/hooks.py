@@ -197,7 +197,7 @@ class HookRunner:
         self._timed = counts is not None or bool(self._sinks) or self._durations
         # id(delivery) -> (delivery, monotonic start); the delivery is held so that its id
         # cannot be another's while the entry stands. No lock: a dict's item set, get and
-        # pop are each atomic, and a delivery's start and end come from one thread.
+        # pop are each atomic, and a delivery's end always follows its start.
         self._running: dict[int, tuple[Delivery, float]] = {}
         self._on_started = self._calls["on_job_started"]
 

@@ -57,6 +57,12 @@ class Database:
 
     # -- transactions ------------------------------------------------------------------
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The connection's lock (re-entrant): whoever holds it is the connection's only
+        user, :meth:`write` and :meth:`read` included."""
+        return self._lock
+
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``: the write lock at once, so that two

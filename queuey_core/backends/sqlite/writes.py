@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from queuey_core.backends.sqlite import dead, messages
+from queuey_core.backends.sqlite.acks import GroupAcks
 from queuey_core.backends.sqlite.database import Database, SqliteError
 from queuey_core.clock import Clock
 from queuey_core.envelope import EncodedEnvelope, Envelope
@@ -64,6 +65,7 @@ class Writer:
         self._clock = clock
         self._lock = threading.Lock()
         self._known: dict[str, QueueInfo] = {}
+        self._acks = GroupAcks(db)
 
     # -- queues ------------------------------------------------------------------
 
@@ -234,6 +236,9 @@ class Writer:
                     dead,
                     extra={"queue": queue, "job_id": str(delivery.envelope.job_id)},
                 )
+        if row is None and dead is None:
+            self._acks.ack(delivery.row_id, owner)  # a plain ack: committed in a group
+            return
         with self._db.write() as conn:
             if not messages.take(conn, delivery.row_id, owner=owner):
                 raise BackendError(

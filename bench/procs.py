@@ -281,6 +281,11 @@ def drain(argv: list[str], queue: str, n: int, *, log: str) -> dict[str, Any]:
     left = ready(queue)
     if left:
         raise RuntimeError(f"{log}: {left} jobs came back to {queue} after the stop")
+    return _figures(run, n, took, cpu)
+
+
+def _figures(run: Run, n: int, took: float, cpu: float) -> dict[str, Any]:
+    """What a drain reports of ``run``: ``n`` jobs in ``took`` seconds and ``cpu``."""
     first = run.first_job()
     return {
         "rate": n / took,
@@ -322,16 +327,7 @@ def drain_file(argv: list[str], path: Path, queue: str, n: int, *, log: str) -> 
     left = sum(file_counts(path, queue))
     if left:
         raise RuntimeError(f"{log}: {left} jobs left in {queue} after the stop")
-    first = run.first_job()
-    return {
-        "rate": n / took,
-        "seconds": took,
-        "running_rate": (n - 1) / (took - first) if took > first else float("nan"),
-        "cpu_us": cpu / n * 1e6,
-        "first_job_s": first,
-        "rss_tree_mb": run.peak_tree / 2**20,
-        "rss_mb": run.peak_one / 2**20,
-    }
+    return _figures(run, n, took, cpu)
 
 
 def have(tool: str) -> bool:

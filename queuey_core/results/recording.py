@@ -240,13 +240,7 @@ class JobRecorder(WorkerHooks):
         state = _STATES.get(event)
         if state is None:
             return  # timed out: its outcome's event follows
-        start = self._running.pop(id(envelope), None)
-        if len(self._events) >= self._capacity:
-            self._drop(start)
-            return
-        self._events.append((envelope, state, int(time.time() * 1000), text, result, ran, start))
-        if self._asleep:
-            self._wake.set()
+        self._put(envelope, state, text, result, ran, self._running.pop(id(envelope), None))
 
     def record_queued(self, jobs: Any) -> None:
         """Record jobs just enqueued as queued, in the writer's next batch (what a
@@ -262,12 +256,14 @@ class JobRecorder(WorkerHooks):
         error: str = "",
         result: object = None,
         ran: bool = True,
+        start: Start | None = None,
     ) -> None:
-        """``job``: a JobInfo or an envelope (both have the fields a JobEvent takes)."""
+        """``job``: a JobInfo or an envelope (both have the fields a JobEvent takes);
+        ``start``: its start, taken out of the running jobs."""
         if len(self._events) >= self._capacity:
-            self._drop()
+            self._drop(start)
             return
-        self._events.append((job, state, int(time.time() * 1000), error, result, ran, None))
+        self._events.append((job, state, int(time.time() * 1000), error, result, ran, start))
         if self._asleep:
             self._wake.set()
 

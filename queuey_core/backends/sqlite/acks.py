@@ -80,10 +80,8 @@ class GroupAcks:
 def _failure(exc: BaseException) -> SqliteError:
     """What each ack of a failed commit raises: an error of its own (raising one object
     from several threads at once would tangle their tracebacks)."""
-    if isinstance(exc, SqliteError):
-        return SqliteError(str(exc), maybe_committed=exc.maybe_committed)
     if isinstance(exc, BackendError):
-        return SqliteError(str(exc))
+        return SqliteError(str(exc), maybe_committed=getattr(exc, "maybe_committed", False))
     # Interrupted (a signal in the committing thread): the commit ran or did not.
     return SqliteError(
         f"interrupted while committing acks ({type(exc).__name__})", maybe_committed=True

@@ -218,6 +218,9 @@ class Writer:
             SqliteError: the file refused; the row is still this backend's.
             BackendError: the lease was lost: another worker holds the row now.
         """
+        if replacement is None and dead is None:
+            self._acks.ack(delivery.row_id, owner)  # a plain ack: committed in a group
+            return
         queue = delivery.queue
         now = self._clock.wall_ms()
         row: messages.Row | None = None
@@ -236,9 +239,6 @@ class Writer:
                     dead,
                     extra={"queue": queue, "job_id": str(delivery.envelope.job_id)},
                 )
-        if row is None and dead is None:
-            self._acks.ack(delivery.row_id, owner)  # a plain ack: committed in a group
-            return
         with self._db.write() as conn:
             if not messages.take(conn, delivery.row_id, owner=owner):
                 raise BackendError(

@@ -104,3 +104,47 @@ def watch_cancels(backend: object, cancels: Cancels) -> CancelWatch | None:
             "cancels cannot be read: `queuey cancel` will not reach this worker", exc_info=True
         )
         return None
+
+
+class CancelsStart:
+    """:func:`watch_cancels` on a thread of its own, so that the worker's consumers start
+    while the backend reads its cancels.
+
+    On RabbitMQ that read is a marker's round trip through a stream, the longest step of
+    a worker's start (15-20 ms): side by side, the first job starts that much sooner. The
+    worker calls :meth:`wait` before its job threads start, so no job runs before every
+    cancel made before the start is known, as when the read came first.
+    """
+
+    def __init__(self, backend: object, cancels: Cancels) -> None:
+        self._watch: CancelWatch | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if isinstance(backend, SupportsCancellation):  # else there is nothing to wait for
+            self._thread = threading.Thread(
+                target=self._run, args=(backend, cancels), name="queuey-cancels-start", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self, backend: object, cancels: Cancels) -> None:
+        try:
+            self._watch = watch_cancels(backend, cancels)
+        except BaseException as exc:  # raised by wait(), on the worker's own thread
+            self._error = exc
+
+    def wait(self) -> CancelWatch | None:
+        """The watch, once the cancels are read (None as :func:`watch_cancels` says);
+        what the read raised, raised here."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._watch
+
+    def close(self) -> None:
+        """Stop the watch, once its start has ended (whether or not :meth:`wait` was
+        called: a worker that stops during its start still closes it)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._watch is not None:
+            self._watch.close()

@@ -28,7 +28,7 @@ from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.tracing import worker_tracing
-from queuey_core.worker.cancels import Cancels, watch_cancels
+from queuey_core.worker.cancels import Cancels, CancelsStart
 from queuey_core.worker.dispatch import Dispatcher, Route
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner, WorkerHooks
@@ -224,8 +224,8 @@ class Worker:
         """
         handle = self._handle
         self._hooks.worker_starting(self)
-        cancels = watch_cancels(self._backend, self._cancels)
-        control = self._serve_control()
+        cancels = CancelsStart(self._backend, self._cancels)
+        control: ControlServer | None = None
         logger.info(
             "worker starting",
             extra={
@@ -261,6 +261,11 @@ class Worker:
                     errors.append(exc)
                     stopping.set()
             if not stopping.is_set():
+                # After the consumers: a control channel that connects in the background
+                # must not delay the first delivery. Then the cancels, before any job runs
+                # (deliveries wait in `events` meanwhile).
+                control = self._serve_control()
+                cancels.wait()
                 if self._aio is not None:
                     self._aio.start()
                 threads = [
@@ -301,8 +306,7 @@ class Worker:
                     logger.warning("failed to close consumer", extra={"queue": sub.queue})
             if control is not None:
                 control.close()
-            if cancels is not None:
-                cancels.close()
+            cancels.close()
 
         error = errors[0] if errors else None
         if self._close_backend:

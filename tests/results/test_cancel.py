@@ -12,7 +12,14 @@ import pytest
 
 from queuey_core import JobContext
 from queuey_core import MemoryBackend
+from queuey_core import Producer
+from queuey_core import QueueConfig
 from queuey_core import QueueSet
+from queuey_core.backends.base import Sink
+from queuey_core.backends.capabilities import CancelListener
+from queuey_core.backends.memory_cancels import _Watch
+from queuey_core.backends.memory_queue import MemorySubscription
+from queuey_core.clock import ManualClock
 from queuey_core.errors import JobCancelled
 from queuey_core.errors import MissingCapabilityError
 from queuey_core.observability import WorkerMetrics
@@ -27,6 +34,7 @@ from tests.results.support import recording_worker
 from tests.results.support import settled_record
 from tests.support import Greet
 from tests.support import start
+from tests.support import wait_for
 
 
 def cancelled_count(metrics: WorkerMetrics) -> float:
@@ -206,3 +214,43 @@ def test_cancels_reach_a_second_backend_only_through_its_own_log() -> None:
     seen: list[uuid.UUID] = []
     b.watch_cancels(seen.extend).close()
     assert seen == []
+
+
+class CancelsReadLate(MemoryBackend):
+    """Reads its cancels only once a consumer has started: a broker's read of its cancels
+    (a stream's round trip) can end after the consumer's start."""
+
+    def __init__(self, *, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.consuming = threading.Event()
+
+    def consume(self, queue: QueueConfig, sink: Sink) -> MemorySubscription:
+        sub = super().consume(queue, sink)
+        self.consuming.set()
+        return sub
+
+    def watch_cancels(self, listener: CancelListener) -> _Watch:
+        # A worker that read its cancels before it consumed would wait here in vain.
+        assert self.consuming.wait(10), "the consumers start while the cancels are read"
+        return super().watch_cancels(listener)
+
+
+def test_the_consumers_start_while_the_cancels_are_read_and_no_job_runs_before(
+    queues: QueueSet, store: JobStore
+) -> None:
+    clock = ManualClock()
+    backend = CancelsReadLate(clock=clock)
+    producer = Producer(backend, queues)
+    ran: list[str] = []
+    cancelled = producer.enqueue(Greet(name="cancelled"))
+    producer.enqueue(Greet(name="kept"))
+    cancel_jobs(backend, [cancelled])
+    worker = recording_worker(
+        backend, queues, clock, lambda j, _: ran.append(j.name), JobRecorder(store)
+    )
+    running = start(worker, clock)
+    record = settled_record(store, cancelled, clock, JobState.CANCELLED)
+    assert record.error == "cancelled before it ran"
+    wait_for(lambda: ran == ["kept"], clock)
+    running.stop()
+    assert ran == ["kept"], "delivered before the read ended, the cancelled job still never ran"

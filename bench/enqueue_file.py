@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,11 +69,14 @@ def main() -> None:
     if proc.returncode:
         raise SystemExit(f"enqueue --file failed ({proc.returncode}):\n{stderr[-2000:]}")
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    # The command's own line: the publishing pass alone (the check and the launch left out).
+    said = re.search(r"in ([\d.]+)s \(([\d,]+)/s\)", stderr)
+    publishing = f", publishing {said.group(2)} lines/s" if said else ""
     print(
         f"{args.backend}, {args.lines:,} lines ({jobs.stat().st_size / 2**20:.0f} MB): "
         f"{took:.1f} s, "
-        f"{args.lines / took:,.0f} lines/s, CPU {cpu / args.lines * 1e6:.0f} us a line "
-        f"(at least), peak RSS {peak / 2**20:.0f} MB (load average {load})"
+        f"{args.lines / took:,.0f} lines/s{publishing}, CPU {cpu / args.lines * 1e6:.0f} us "
+        f"a line (at least), peak RSS {peak / 2**20:.0f} MB (load average {load})"
     )
 
 

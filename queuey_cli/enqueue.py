@@ -106,8 +106,8 @@ def enqueue(
     )
     from queuey_cli.job_lines import Line, parse_job, read_file  # noqa: PLC0415
     from queuey_core import job_id_for  # noqa: PLC0415
+    from queuey_core.first_attempts import make_envelope  # noqa: PLC0415
     from queuey_core.limits import check_delay  # noqa: PLC0415
-    from queuey_core.producer import make_envelope  # noqa: PLC0415
     from queuey_core.settings import duration  # noqa: PLC0415
 
     waiting = wait_options(wait, timeout, single=file is None)
@@ -213,7 +213,7 @@ def _enqueue_raw(
 ) -> uuid.UUID:
     """``--no-validate``: every check but the model's, before connecting; then publish."""
     from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer  # noqa: PLC0415
-    from queuey_core.producer import make_raw_envelope  # noqa: PLC0415
+    from queuey_core.first_attempts import make_raw_envelope  # noqa: PLC0415
 
     try:
         data: Any = json.loads(payload)

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from queuey_cli.common import usage
 from queuey_core import Job, QueueSet, job_id_for
-from queuey_core.producer import make_envelope
+from queuey_core.first_attempts import make_envelope
 from queuey_core.uuid7 import uuid7
 
 

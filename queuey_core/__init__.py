@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from queuey_core.envelope import Envelope
     from queuey_core.handlers import Handler, JobHandler, handler
     from queuey_core.jobs import Job
+    from queuey_core.pending import PendingBatch
     from queuey_core.producer import Producer, job_id_for
     from queuey_core.queues import QueueConfig, QueueKind, QueueSet
     from queuey_core.retry import Backoff, BackoffKind, GiveUp, Retry, RetryDecision, RetryPolicy
@@ -73,6 +74,7 @@ _LAZY = {
     "AsyncProducer": "queuey_core.aio",
     **dict.fromkeys(("CatchUp", "Cron", "Every", "Schedule", "Scheduler"), "queuey_core.schedules"),
     "MemoryBackend": "queuey_core.backends.memory",
+    "PendingBatch": "queuey_core.pending",
     "Producer": "queuey_core.producer",
     "RabbitMQBackend": "queuey_core.backends.rabbitmq",
     "job_id_for": "queuey_core.producer",
@@ -118,6 +120,7 @@ __all__ = [
     "MemoryBackend",
     "MissingCapabilityError",
     "NotEnqueuedError",
+    "PendingBatch",
     "Producer",
     "PublishFailure",
     "QueueConfig",

@@ -21,31 +21,28 @@ the retry then carries the id of the job that may be on the broker (a handler ca
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from queuey_core.backends.base import Backend
-from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.capabilities import PublishesAhead, PublishesEncoded
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import (
     EncodedEnvelope,
     Envelope,
-    _first_error,
     json_string,
 )
-from queuey_core.errors import EnqueueUnknownError, InvalidPriorityError, NotEnqueuedError
+from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError
+from queuey_core.first_attempts import json_object, make_envelope, make_raw_envelope
 from queuey_core.job_ids import JOB_ID_NAMESPACE, JobId, job_id_for
-from queuey_core.jobs import Job, job_identity
+from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
+from queuey_core.pending import PendingBatch, attribute
 from queuey_core.queues import QueueSet
 from queuey_core.trace_context import TraceContext
 from queuey_core.tracing import producer_tracing
-from queuey_core.uuid7 import uuid7
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -56,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JOB_ID_NAMESPACE",
     "JobId",
+    "PendingBatch",
     "Producer",
     "job_id_for",
     "json_object",
@@ -186,7 +184,7 @@ class Producer:
                 with tracing.publishing([env]) as trace:
                     self._backend.publish(env.with_trace(trace), delay=delay)
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            _attribute(exc, [env.job_id])
+            attribute(exc, [env.job_id])
             raise
 
     def enqueue_many(
@@ -208,6 +206,31 @@ class Producer:
             NotEnqueuedError: none is in doubt; ``not_enqueued`` lists those that did not
                 make it, ``confirmed`` those that did.
         """
+        pending = self.begin_enqueue_many(jobs, delay=delay, priority=priority, job_ids=job_ids)
+        return pending.result()
+
+    def begin_enqueue_many(
+        self,
+        jobs: Iterable[Job],
+        *,
+        delay: float | None = None,
+        priority: int | None = None,
+        job_ids: Sequence[JobId | None] | None = None,
+    ) -> PendingBatch:
+        """:meth:`enqueue_many` in two steps: every job is checked and handed to the
+        backend now, and :meth:`PendingBatch.result` waits for the broker's answer.
+
+        Batches are handed over in the order of the calls, so a caller can hand the next
+        one over while the last one waits for its confirms: the broker never waits
+        between batches, and the jobs reach their queues in order (``queuey enqueue
+        --file`` does this). On a backend that cannot (not
+        :class:`~queuey_core.backends.PublishesAhead`), and when tracing, the whole
+        publish happens here and ``result`` reports it.
+
+        Raises (here, nothing published): ``ValueError``, ``UnknownQueueError`` and
+        ``InvalidPriorityError`` for a job that cannot be sent. What the publish ends
+        with is raised by ``result``.
+        """
         _check_delay(delay)
         jobs = list(jobs)
         if job_ids is not None and len(job_ids) != len(jobs):
@@ -217,14 +240,15 @@ class Producer:
         # Traced, each message carries headers: the models' path, which writes them.
         if isinstance(backend, PublishesEncoded) and self._tracing is None:
             encoded = self._encode_many(jobs, ids, priority)
+            items = [(env, delay) for env in encoded]
             try:
-                backend.publish_encoded([(env, delay) for env in encoded])
+                if isinstance(backend, PublishesAhead):
+                    wait = backend.publish_ahead(items)
+                    return PendingBatch(encoded, wait=wait, recorder=self.recorder)
+                backend.publish_encoded(items)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                _attribute(exc, [env.job_id for env in encoded])
-                raise
-            if self.recorder is not None:
-                self.recorder.enqueued(encoded)
-            return [env.job_id for env in encoded]
+                return PendingBatch(encoded, error=exc)
+            return PendingBatch(encoded, recorder=self.recorder)
         envelopes = [
             self.envelope(job, priority=priority, job_id=job_id)
             for job, job_id in zip(jobs, ids, strict=True)
@@ -235,11 +259,8 @@ class Producer:
                     envelopes = [env.with_trace(trace) for env in envelopes]
                 backend.publish_many([(env, delay) for env in envelopes])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            _attribute(exc, [env.job_id for env in envelopes])
-            raise
-        if self.recorder is not None:
-            self.recorder.enqueued(envelopes)
-        return [env.job_id for env in envelopes]
+            return PendingBatch(envelopes, error=exc)
+        return PendingBatch(envelopes, recorder=self.recorder)
 
     @contextlib.contextmanager
     def _span(
@@ -301,97 +322,6 @@ class Producer:
                 )
             )
         return out
-
-
-def make_envelope(
-    job: Job,
-    queues: QueueSet,
-    *,
-    priority: int | None = None,
-    enqueued_at: int,
-    job_id: JobId | None = None,
-) -> Envelope:
-    """The first-attempt envelope of ``job``, checked against its queue; no I/O.
-
-    Raises:
-        UnknownQueueError: the job's queue is not in the queue set.
-        InvalidPriorityError: the priority is above what the queue supports.
-        ValueError: ``job_id`` is not a valid job id (see :func:`job_id_for`).
-    """
-    _, queue_name = job_identity(type(job))
-    config = queues[queue_name]
-    prio = priority or 0
-    if prio < 0 or prio > config.top_priority:
-        raise InvalidPriorityError(queue_name, prio, config.max_priority)
-    env = Envelope.for_job(job, enqueued_at=enqueued_at, priority=prio)
-    if job_id is not None:
-        env = env.model_copy(update={"job_id": job_id_for(job_id)})
-    return env
-
-
-def make_raw_envelope(
-    job_type: str,
-    payload: Mapping[str, Any],
-    queues: QueueSet,
-    *,
-    queue: str,
-    priority: int | None = None,
-    enqueued_at: int,
-    job_id: JobId | None = None,
-) -> Envelope:
-    """The first-attempt envelope of a job known only by its type name; no I/O.
-
-    Raises:
-        UnknownQueueError: ``queue`` is not in the queue set.
-        InvalidPriorityError: the priority is above what the queue supports.
-        ValueError: a payload that is not a JSON object (or would not come back from
-            JSON unchanged), or a job type or id the wire cannot carry.
-    """
-    config = queues[queue]
-    prio = priority or 0
-    if prio < 0 or prio > config.top_priority:
-        raise InvalidPriorityError(queue, prio, config.max_priority)
-    data = json_object(payload)
-    try:
-        return Envelope(
-            job_id=job_id_for(job_id) if job_id is not None else uuid7(enqueued_at),
-            job_type=job_type,
-            queue=queue,
-            priority=prio,
-            enqueued_at=enqueued_at,
-            payload=data,
-        )
-    except ValidationError as exc:
-        raise ValueError(_first_error(exc)) from None
-
-
-def json_object(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """``payload`` as JSON will carry it; ValueError if it is not a JSON object, or if
-    JSON would change it (a key that is not a string, a tuple, NaN, an object JSON does
-    not know): the worker must read exactly what the caller meant."""
-    if not isinstance(payload, Mapping):
-        raise ValueError(f"a payload is a JSON object (a dict), not {type(payload).__name__}")
-    try:
-        text = json.dumps(dict(payload), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"the payload cannot be encoded as JSON: {exc}") from None
-    data: dict[str, Any] = json.loads(text)
-    if data != dict(payload):
-        raise ValueError(
-            "the payload would not come back from JSON unchanged (keys must be strings, "
-            "sequences lists)"
-        )
-    return data
-
-
-def _attribute(exc: NotEnqueuedError | EnqueueUnknownError, ids: list[uuid.UUID]) -> None:
-    """Fill in which jobs an error is about, when the backend did not say."""
-    if exc.confirmed or exc.not_enqueued or exc.unknown:
-        return
-    if isinstance(exc, EnqueueUnknownError):
-        exc.with_jobs(unknown=ids)
-    else:
-        exc.with_jobs(not_enqueued=ids)
 
 
 def _check_delay(delay: float | None) -> None:

@@ -11,6 +11,8 @@ Protocol of its own:
 - :class:`SupportsSchedules`: where schedules keep their last tick, and the election
   of the scheduler that fires (``queuey scheduler``, ``queuey schedules``);
 - :class:`PublishesEncoded`: take first attempts already encoded (``enqueue_many``);
+- :class:`PublishesAhead`: hand a batch over now and wait for its confirms later
+  (``Producer.begin_enqueue_many``, ``queuey enqueue --file``);
 - :class:`Republishes`: counts what it published again after a lost connection
   (``queuey enqueue-file``);
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
@@ -159,6 +161,25 @@ class PublishesEncoded(Protocol):
 
     def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
         """Like :meth:`Backend.publish_many`, for envelopes already encoded."""
+
+
+@runtime_checkable
+class PublishesAhead(Protocol):
+    """A backend whose batches can be handed over now and confirmed later (RabbitMQ's).
+
+    A caller hands the next batch over while the last one waits for its confirms, so
+    the broker never waits between batches; the batches still reach their queues in
+    the order of the calls. ``Producer.begin_enqueue_many`` uses it when the backend has
+    it, and publishes the whole batch at once otherwise.
+    """
+
+    def publish_ahead(
+        self, items: Sequence[tuple[EncodedEnvelope, float | None]]
+    ) -> Callable[[], None]:
+        """Hand ``items`` over now, after those of every call that returned before; the
+        call returned waits for their confirms and raises what
+        :meth:`Backend.publish_many` raises. A failure while they are handed over is
+        raised at once, the same way."""
 
 
 @runtime_checkable

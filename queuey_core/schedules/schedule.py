@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from queuey_core.errors import ConfigError
+from queuey_core.first_attempts import make_envelope
 from queuey_core.jobs import Job, job_identity
-from queuey_core.producer import make_envelope
 from queuey_core.queues import QueueSet
 from queuey_core.schedules.ticks import CatchUp, Trigger
 

@@ -92,6 +92,17 @@ class Publishing:
     ) -> None:
         """Publish ``items`` to their ``routes``: one batch, a window of confirms, one
         deadline; encoded in chunks as they are handed over."""
+        self.hand_over(items, routes)()
+
+    def hand_over(
+        self,
+        items: Sequence[tuple[Envelope | EncodedEnvelope, float | None]],
+        routes: Sequence[Route],
+    ) -> Callable[[], None]:
+        """:meth:`send_many` in two steps: ``items`` are handed to the publisher's thread
+        now (after those of every call that returned before), and the call returned waits for their
+        confirms, raising as :meth:`send_many` does. A failure while they are handed
+        over is raised here."""
         deadline = self._deadline()
         link = self._handing_to_link(
             lambda: [Pub("", "", b"", None, envelope.job_id) for envelope, _ in items], deadline
@@ -119,7 +130,7 @@ class Publishing:
                 ]
                 handed = pubs[: len(pubs) - len(chunk)]
                 self._refused_by_link(handed, [*chunk, *rest], exc, deadline, link)
-        wait_for(pubs, deadline, link, self._plan.where)
+        return lambda: wait_for(pubs, deadline, link, self._plan.where)
 
     def is_closed(self) -> bool:
         """Whether :meth:`close` was called."""

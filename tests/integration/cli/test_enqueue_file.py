@@ -107,7 +107,7 @@ def test_a_signal_stops_a_file_between_batches_and_every_line_is_counted(
             proc.kill()
 
     assert proc.returncode == 130, stderr
-    assert f"{signum.name}: stopping after the batch in flight" in stderr
+    assert f"{signum.name}: stopping after the batches in flight" in stderr
     counts = counts_line(stderr)
     assert counts["unknown"] == counts["refused"] == 0, "a clean stop leaves nothing in doubt"
     assert counts["confirmed"] + counts["not sent"] == total

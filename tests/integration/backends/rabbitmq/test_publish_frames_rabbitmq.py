@@ -85,3 +85,16 @@ def test_mixed_types_and_priorities_in_one_batch_carry_their_properties(
         assert props.headers is None
         assert props.priority == (env.priority or None)
     assert {by_id[i][0].priority for i in ranked_ids} == {3}
+
+
+def test_batches_handed_over_ahead_arrive_whole_and_in_the_order_of_the_calls(
+    producer: Producer,
+) -> None:
+    # Three batches of 700 (each 4 chunks of the link's) handed over before any is
+    # confirmed, as `enqueue --file` keeps two in flight: one queue, file order.
+    batches = [[Big(text=f"{b}-{i}") for i in range(700)] for b in range(3)]
+    pending = [producer.begin_enqueue_many(batch) for batch in batches]
+    ids = [job_id for sent in pending for job_id in sent.result()]
+    got = taken(PLAIN)
+    assert [env.job_id for _, env in got] == ids
+    assert [env.payload["text"] for _, env in got] == [j.text for b in batches for j in b]

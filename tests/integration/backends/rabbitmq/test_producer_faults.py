@@ -21,6 +21,8 @@ from typing import ClassVar
 
 import pytest
 
+from queuey_cli.enqueue_file import BATCH
+from queuey_cli.enqueue_file import IN_FLIGHT
 from queuey_core import EnqueueUnknownError
 from queuey_core import Job
 from queuey_core import NotEnqueuedError
@@ -279,11 +281,12 @@ def test_a_cli_enqueue_under_an_alarm_exits_4_and_says_blocking(
 def test_a_file_across_a_long_outage_counts_every_line_and_its_rerun_loses_none(
     node: OwnNode, cli_config: Path, tmp_path: Path
 ) -> None:
-    total = 5000
+    # More batches than are ever in flight: those behind the failing ones are never sent.
+    total = BATCH * (IN_FLIGHT + 1) + 1000
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text("".join(json.dumps({"name": f"n{i}"}) + "\n" for i in range(total)))
     failed = tmp_path / "failed.jsonl"
-    node.alarm()  # the first batch goes out and waits, unconfirmed
+    node.alarm()  # the first batches go out and wait, unconfirmed
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = ["enqueue", "greet", "--file", str(jobs), "--ids-from-lines", "--failed-to", str(failed)]
     proc = subprocess.Popen(

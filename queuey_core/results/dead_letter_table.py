@@ -14,15 +14,17 @@ chunks by key), or delete a row a command did not name or claim.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 import urllib.parse
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.results.dead_letter_sql import Row, Sql, Stored
 from queuey_core.urls import redact
+
+if TYPE_CHECKING:
+    import sqlite3
 
 T = TypeVar("T")
 
@@ -276,6 +278,9 @@ def open_dead_letter_table(url: str) -> DeadLetterTable:
 
 
 def _sqlite(url: str) -> DeadLetterTable:
+    # On use: a worker on RabbitMQ loads this module, and sqlite3 is 1 MB of it.
+    import sqlite3  # noqa: PLC0415
+
     from queuey_core.backends.sqlite.database import Database  # noqa: PLC0415 - on use
     from queuey_core.backends.sqlite.options import parse_url  # noqa: PLC0415
 

@@ -1,8 +1,9 @@
 """What loading the command line costs: `queuey worker` imports only what consuming needs.
 
 Rich (Rich logs, tables, progress), the management-API client (`queuey queues`),
-prometheus-client (`--metrics-port`) and croniter (schedules) each load with the
-command or option that uses them, never for a plain worker: they are start-up time and
+prometheus-client (`--metrics-port`), croniter (schedules) and sqlite3 (the embedded
+backend, a job store) each load with the command or option that uses them, never for a
+plain worker on RabbitMQ: they are start-up time and
 resident memory (measured in the README's Performance section).
 """
 
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 
-OPTIONAL = ("rich", "croniter", "prometheus_client", "queuey_core.management_api")
+OPTIONAL = ("rich", "croniter", "prometheus_client", "queuey_core.management_api", "sqlite3")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -33,6 +34,13 @@ def test_the_command_line_with_json_logs_loads_no_optional_module() -> None:
         "setup_logging(LogFormat.JSON, 'info')"
     )
     assert loaded_after(code) == []
+
+
+def test_a_worker_on_rabbitmq_loads_no_sqlite() -> None:
+    # The dead letters' job-store tables load it when a store is configured, not before.
+    code = "import queuey_core.process.worker, queuey_core.backends.rabbitmq"
+    assert loaded_after(code) == []
+    assert loaded_after(f"{code}\nimport queuey_core.backends.sqlite.backend") == ["sqlite3"]
 
 
 def test_the_library_loads_schedules_only_when_asked() -> None:

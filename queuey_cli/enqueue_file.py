@@ -88,9 +88,14 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        self._holding = False
+        self._held = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
+            if self._holding:
+                self._held = True
+                return
             raise KeyboardInterrupt
         self.requested = True
         err.print(
@@ -98,6 +103,18 @@ class _Stop:
             "(again to stop at once)",
             highlight=False,
         )
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A second signal waits for the end of this block (a run's bookkeeping: a batch
+        moved from "in flight" to counted must be counted once, whatever interrupts)."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._held:
+            raise KeyboardInterrupt
 
 
 @contextmanager
@@ -177,22 +194,19 @@ def _publish_batches(
             if not handing:
                 break
             run.sent_through = handing[-1].number
-            pending.append(
-                (
-                    handing,
-                    producer.begin_enqueue_many(
-                        [line.job for line in handing],
-                        delay=delay,
-                        priority=priority,
-                        job_ids=[line.job_id for line in handing],
-                    ),
-                )
+            sent = producer.begin_enqueue_many(
+                [line.job for line in handing],
+                delay=delay,
+                priority=priority,
+                job_ids=[line.job_id for line in handing],
             )
-            handing = []
-            if len(pending) == IN_FLIGHT and not _outcome(run, *pending.popleft(), advance):
+            with stop.deferred():
+                pending.append((handing, sent))
+                handing = []
+            if len(pending) == IN_FLIGHT and not _outcome(run, pending, stop, advance):
                 break
         while pending:
-            _outcome(run, *pending.popleft(), advance)
+            _outcome(run, pending, stop, advance)
     except BaseException as exc:
         # A second signal (KeyboardInterrupt), or worse: what was handed over is in
         # doubt, never "not sent".
@@ -203,17 +217,28 @@ def _publish_batches(
 
 
 def _outcome(
-    run: Run, batch: list[Line], sent: PendingBatch, advance: Callable[[int], None]
+    run: Run,
+    pending: deque[tuple[list[Line], PendingBatch]],
+    stop: _Stop,
+    advance: Callable[[int], None],
 ) -> bool:
-    """Wait for the batch ``sent`` (the lines ``batch``) and count its outcome; whether
-    every line of it was confirmed."""
+    """Wait for the oldest batch in flight, count its outcome and take it off
+    ``pending``; whether every line of it was confirmed."""
+    batch, sent = pending[0]
+    failure: EnqueueUnknownError | NotEnqueuedError | None = None
     try:
         sent.result()
     except (EnqueueUnknownError, NotEnqueuedError) as exc:
-        _sort(run, batch, exc)
-        error(str(exc))
+        failure = exc
+    with stop.deferred():  # counted and taken off together, never twice or not at all
+        pending.popleft()
+        if failure is None:
+            run.counts[Outcome.CONFIRMED] += len(batch)
+        else:
+            _sort(run, batch, failure)
+    if failure is not None:
+        error(str(failure))
         return False
-    run.counts[Outcome.CONFIRMED] += len(batch)
     advance(len(batch))
     return True
 

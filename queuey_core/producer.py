@@ -227,6 +227,9 @@ class Producer:
         :class:`~queuey_core.backends.PublishesAhead`), and when tracing, the whole
         publish happens here and ``result`` reports it.
 
+        Call ``result`` on every batch begun: it is what says the batch was confirmed,
+        and when the producer has a job store, what records its jobs as queued.
+
         Raises (here, nothing published): ``ValueError``, ``UnknownQueueError`` and
         ``InvalidPriorityError`` for a job that cannot be sent. What the publish ends
         with is raised by ``result``.

@@ -48,7 +48,7 @@ from queuey_core import (
     QueueSet,
 )
 from queuey_core.backends.capabilities import Republishes
-from queuey_core.pending import PendingBatch
+from queuey_core.pending import PendingBatch, PublishError
 from queuey_core.settings import Settings
 
 BATCH = 2000
@@ -225,7 +225,7 @@ def _outcome(
     """Wait for the oldest batch in flight, count its outcome and take it off
     ``pending``; whether every line of it was confirmed."""
     batch, sent = pending[0]
-    failure: EnqueueUnknownError | NotEnqueuedError | None = None
+    failure: PublishError | None = None
     try:
         sent.result()
     except (EnqueueUnknownError, NotEnqueuedError) as exc:

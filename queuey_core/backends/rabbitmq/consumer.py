@@ -1,7 +1,7 @@
 """The consumer link: the connection every consumer channel of a backend shares.
 
 Owns: the link's subscriptions (re-opened after a recovery, ended when the link gives
-up or closes), sending the acks job threads ask for (a batch of them coalesced into one
+up or closes), the reader of each connection's deliveries (:mod:`.delivery_frames`), sending the acks job threads ask for (a batch of them coalesced into one
 ``multiple`` ack where :mod:`.acks` says it is safe), and the dead-letterer thread that
 moves bodies that are not envelopes to the dead-letter queue (the poison path of
 :mod:`.delivery`: that publish waits for a confirm, so it must not run on the link's
@@ -22,6 +22,7 @@ from pika.channel import Channel
 
 from queuey_core.backends.rabbitmq.acks import Unsettled
 from queuey_core.backends.rabbitmq.delivery import STALE, Undecodable
+from queuey_core.backends.rabbitmq.delivery_frames import DeliveryReader
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.result import LinkStatus, Result
 from queuey_core.errors import BackendError, ConsumerStoppedError
@@ -69,6 +70,9 @@ class ConsumerLink(Link):
         super().__init__(*args, **kwargs)
         self.subscriptions: list[Subscriber] = []
         self.dead_letterer = DeadLetterer()
+        #: Reads the current connection's deliveries (the link's thread; a new one with
+        #: each connection).
+        self.reader: DeliveryReader | None = None
 
     @property
     def connection(self) -> Any:
@@ -138,6 +142,7 @@ class ConsumerLink(Link):
         return status._replace(unanswered=waiting)
 
     def on_open(self, conn: Any) -> None:
+        self.reader = DeliveryReader(conn)
         for sub in list(self.subscriptions):
             if sub.active:
                 sub.open_channel(conn)

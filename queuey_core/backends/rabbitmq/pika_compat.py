@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pika
+import pika.data
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
 from pika.channel import Channel
@@ -117,3 +118,48 @@ def write_on(ch: BlockingChannel, data: bytes) -> None:
     next blocking call's request (a requeue's ``tx.commit``): a batch of publishes in
     one write instead of three writes each (:func:`write_frames`)."""
     write_frames(_impl(ch.connection), data)
+
+
+def read_with(conn: Connection, reader: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    """Have ``reader`` take every chunk of bytes ``conn`` reads from its socket (pika's
+    ``Connection._on_data_available``, which its transport calls with each read); returns
+    pika's own, for what the reader leaves to pika.
+
+    pika decodes every frame into objects through generic code (about 120 Python calls a
+    delivery): the consumer link reads its deliveries' frames itself (:mod:`.delivery_frames`).
+    """
+    own: Callable[[bytes], None] = conn._on_data_available
+    conn._on_data_available = reader
+    return own
+
+
+def take_buffer(conn: Connection) -> bytes:
+    """The bytes ``conn`` read but has not decoded yet (part of a frame), now emptied."""
+    held: bytes = conn._frame_buffer
+    conn._frame_buffer = b""
+    return held
+
+
+def keep_buffer(conn: Connection, data: bytes) -> None:
+    """Leave ``data`` (the start of a frame not read whole yet) for ``conn``'s next read."""
+    conn._frame_buffer = data
+
+
+def count_read(conn: Connection, frames: int, size: int) -> None:
+    """Count frames read outside pika as pika counts its own: its heartbeat checker
+    takes a connection whose byte count does not move for a death."""
+    conn.frames_received += frames
+    conn.bytes_received += size
+
+
+def assembling(ch: Channel) -> bool:
+    """Whether ``ch`` holds part of a message pika is putting together (its content
+    assembler has a method frame): the next frames of ``ch`` belong to pika."""
+    return ch._content_assembler._method_frame is not None
+
+
+def decode_table(data: bytes, offset: int) -> tuple[dict[str, Any], int]:
+    """An AMQP field table at ``offset`` of ``data``, as pika decodes a message's
+    headers; and the offset after it."""
+    table, end = pika.data.decode_table(data, offset)
+    return table, end

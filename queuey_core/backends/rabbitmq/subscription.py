@@ -147,6 +147,8 @@ class RabbitSubscription:
         self.consumer_tag = ch.basic_consume(
             self.config.name, self._message, callback=lambda _f: self._consume_ok(ch)
         )
+        if self.link.reader is not None:
+            self.link.reader.register(ch, self.consumer_tag, self._delivered)
 
     def _consume_ok(self, ch: Channel) -> None:
         if self.is_current(ch):
@@ -158,16 +160,28 @@ class RabbitSubscription:
     def _message(
         self, ch: Channel, method: Basic.Deliver, props: BasicProperties, body: bytes
     ) -> None:
+        """A delivery pika read (the link's reader reads most of them: _delivered)."""
+        self._delivered(
+            ch, method.delivery_tag, bool(method.redelivered), props.message_id, props.headers, body
+        )
+
+    def _delivered(
+        self,
+        ch: Channel,
+        tag: int,
+        redelivered: bool,
+        message_id_property: object,
+        headers: dict[str, Any] | None,
+        body: bytes,
+    ) -> None:
         if not self.is_current(ch):
             return
-        tag = method.delivery_tag
         self.unsettled.delivered(tag)
         try:
-            message_id = message_handle(props.message_id)
+            message_id = message_handle(message_id_property)
             try:
                 # A W3C trace context rides in the headers (none: no trace, no cost).
                 envelope = Envelope.decode(body)
-                headers = props.headers
                 trace = TraceContext.from_headers(headers) if headers else None
                 if trace is not None:
                     envelope = envelope.carrying(trace)  # just decoded: no copy needed
@@ -184,7 +198,7 @@ class RabbitSubscription:
                 envelope,
                 body=body,
                 message_id=message_id,
-                redelivered=bool(method.redelivered),
+                redelivered=redelivered,
             )
             self.sink(delivery)
         except Exception:
@@ -200,6 +214,8 @@ class RabbitSubscription:
                 self.unsettled.settled(tag)
 
     def _channel_closed(self, ch: Channel, reason: BaseException) -> None:
+        if self.link.reader is not None:
+            self.link.reader.forget(ch)
         if ch is not self.channel:
             return
         self.channel = None
@@ -262,6 +278,8 @@ class RabbitSubscription:
             if ch is None or not ch.is_open or tag is None:
                 self._stopped.set()
                 return
+            if self.link.reader is not None:
+                self.link.reader.forget(ch)  # pika rejects what comes after the cancel
             ch.basic_cancel(tag, callback=lambda _f: self._stopped.set())
 
         try:

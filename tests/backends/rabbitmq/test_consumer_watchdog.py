@@ -39,6 +39,7 @@ class FakeLink(pika_fakes.HeldTimers):
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.subscriptions: list[RabbitSubscription] = []
         self.recovery_timeout = 60.0
+        self.reader = None  # no socket: pika (the fakes) would read every delivery
 
 
 def subscription() -> tuple[RabbitSubscription, FakeLink]:

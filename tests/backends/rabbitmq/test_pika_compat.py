@@ -127,3 +127,30 @@ def test_a_connector_error_comes_out_of_open_blocking_as_an_amqp_connection_erro
     with pytest.raises(pika.exceptions.AMQPConnectionError) as caught:
         pika_compat.open_blocking(pika.ConnectionParameters())
     assert isinstance(caught.value.__cause__, connection_workflow.AMQPConnectorStackTimeout)
+
+
+def test_a_connection_still_reads_through_on_data_available_into_a_frame_buffer() -> None:
+    from pika.adapters.base_connection import BaseConnection  # noqa: PLC0415
+    from pika.channel import Channel  # noqa: PLC0415
+    from pika.channel import ContentFrameAssembler  # noqa: PLC0415
+
+    needed_by = (
+        "pika_compat.read_with, take_buffer, keep_buffer, count_read and assembling "
+        "(the consumer link's delivery reader, delivery_frames.py) rely on it"
+    )
+    reads = inspect.getsource(BaseConnection._proto_data_received)
+    assert "self._on_data_available(data)" in reads, (
+        f"pika {pika.__version__}: the transport no longer hands its reads to "
+        f"_on_data_available; {needed_by}"
+    )
+    _still_a_connection_method("_on_data_available", ["self", "data_in"], needed_by)
+    for attribute in ("_frame_buffer", "bytes_received", "frames_received"):
+        assert _assigns(pika.connection.Connection, attribute), (
+            f"pika {pika.__version__}: Connection no longer keeps {attribute}; {needed_by}"
+        )
+    assert _assigns(Channel, "_content_assembler"), f"pika {pika.__version__}: {needed_by}"
+    assert _assigns(ContentFrameAssembler, "_method_frame"), f"pika {pika.__version__}: {needed_by}"
+    assert _params(pika.data.decode_table) == ["encoded", "offset"], (
+        f"pika {pika.__version__}: pika.data.decode_table changed; pika_compat.decode_table "
+        "(a delivery's headers) calls it"
+    )

@@ -1,7 +1,8 @@
 """The consumer link: the connection every consumer channel of a backend shares.
 
 Owns: the link's subscriptions (re-opened after a recovery, ended when the link gives
-up or closes), the reader of each connection's deliveries (:mod:`.delivery_frames`), sending the acks job threads ask for (a batch of them coalesced into one
+up or closes), the reader of each connection's deliveries (:mod:`.delivery_frames`),
+sending the acks job threads ask for (a batch of them coalesced into one
 ``multiple`` ack where :mod:`.acks` says it is safe), and the dead-letterer thread that
 moves bodies that are not envelopes to the dead-letter queue (the poison path of
 :mod:`.delivery`: that publish waits for a confirm, so it must not run on the link's

@@ -148,7 +148,11 @@ class Link:
         """Schedule ``fn`` on the link's thread.
 
         Requests queue up and the thread is woken once per batch, not once per request:
-        under load, many settles share one wake-up (one pipe write, one poll).
+        under load, many settles share one wake-up (one pipe write, one poll). The wake-up
+        is written after the lock is let go: the write lets other threads run, and job
+        threads handing acks over would otherwise queue on the lock behind it (twice the
+        thread switches a job). A request queued just before :meth:`close` still runs
+        first: the shutdown runs what is queued before anything else.
         """
         with self._lock:
             if self._dead is not None:
@@ -157,8 +161,8 @@ class Link:
                 raise BackendError("the RabbitMQ backend is closed")
             wake = not self._requests
             self._requests.append(fn)
-            if wake:
-                self._ioloop.add_callback_threadsafe(self._run_requests)
+        if wake:
+            self._ioloop.add_callback_threadsafe(self._run_requests)
 
     def _run_requests(self) -> None:
         with self._lock:
@@ -312,6 +316,7 @@ class Link:
             self._ioloop.stop()
 
     def _shutdown(self) -> None:
+        self._run_requests()  # handed over before close(), whose wake-up may come later
         conn = self._conn
         if conn is not None and not (conn.is_closed or conn.is_closing):
             self.on_closing()

@@ -79,7 +79,10 @@ class SystemClock:
 
     def __init__(self) -> None:
         self._heap: list[_Entry] = []
-        self._cond = threading.Condition()
+        # Taken as itself where nothing waits: a Condition's own `with` is two Python
+        # calls more, twice a job (every job's timeout timer is set, then cancelled).
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._cancelled = 0
@@ -90,7 +93,7 @@ class SystemClock:
     def _cancelled_one(self) -> None:
         # Cancelled entries wait in the heap for their due time; when they are most of
         # it (every finished job cancels its timeout), rebuild the heap without them.
-        with self._cond:
+        with self._lock:
             self._cancelled += 1
             if self._cancelled > 256 and self._cancelled * 2 > len(self._heap):
                 self._heap = [e for e in self._heap if not e.cancelled]
@@ -119,7 +122,7 @@ class SystemClock:
         entry = _Entry(
             time.monotonic() + max(delay, 0.0), next(self._seq), callback, self._cancelled_one
         )
-        with self._cond:
+        with self._lock:
             heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(

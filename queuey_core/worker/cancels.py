@@ -35,38 +35,42 @@ class Cancels:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ids: set[uuid.UUID] = set()
-        self._running: dict[uuid.UUID, list[threading.Event]] = {}
+        # Keyed by the ids' 128-bit ints: a UUID's hash is a Python call, an int's is not
+        # (the dispatcher asks three times a job).
+        self._ids: set[int] = set()
+        self._running: dict[int, list[threading.Event]] = {}
 
     def add(self, job_ids: Sequence[uuid.UUID]) -> None:
         """Cancels came in: remember them, and set the flag of those running now."""
         with self._lock:
-            self._ids.update(job_ids)
-            flags = [flag for job_id in job_ids for flag in self._running.get(job_id, ())]
+            self._ids.update(job_id.int for job_id in job_ids)
+            flags = [flag for job_id in job_ids for flag in self._running.get(job_id.int, ())]
         for flag in flags:
             flag.set()
 
     def __contains__(self, job_id: uuid.UUID) -> bool:
-        return job_id in self._ids  # a set lookup: atomic under the GIL
+        return job_id.int in self._ids  # a set lookup: atomic under the GIL
 
     def track(self, job_id: uuid.UUID, flag: threading.Event) -> None:
         """``job_id`` starts running with ``flag``; set it now if already cancelled (the
         cancel raced the start)."""
+        key = job_id.int
         with self._lock:
-            self._running.setdefault(job_id, []).append(flag)
-            cancelled = job_id in self._ids
+            self._running.setdefault(key, []).append(flag)
+            cancelled = key in self._ids
         if cancelled:
             flag.set()
 
     def untrack(self, job_id: uuid.UUID, flag: threading.Event) -> None:
         """The job's handler returned."""
+        key = job_id.int
         with self._lock:
-            flags = self._running.get(job_id)
+            flags = self._running.get(key)
             if flags is not None:
                 if flag in flags:
                     flags.remove(flag)
                 if not flags:
-                    del self._running[job_id]
+                    del self._running[key]
 
     def ended(self, ctx: JobContext, outcome: Outcome) -> Outcome:
         """A run of ``ctx``'s job ended with ``outcome``: its flag is untracked, and the
@@ -80,7 +84,7 @@ class Cancels:
         cancelled (raised on a timeout or a forced stop) is a failure like any other."""
         if outcome.kind is Kind.SUCCESS:
             return outcome
-        if job_id in self._ids:
+        if job_id.int in self._ids:
             if outcome.kind is Kind.CANCELLED:
                 return outcome
             return Outcome(

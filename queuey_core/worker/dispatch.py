@@ -122,21 +122,21 @@ class Dispatcher:
                 )
 
     def _dispatch(self, delivery: Tracked) -> None:
-        env = delivery.envelope
-        queue = delivery.queue
+        inner = delivery.inner  # read through once: Tracked's properties cost a call each
+        env, queue, redelivered = inner.envelope, inner.queue, inner.redelivered
         fields: dict[str, Any] = {
             "job_id": str(env.job_id),
             "job_type": env.job_type,
             "queue": queue,
             "attempt": env.attempt,
         }
-        if delivery.is_stale():
+        if inner.is_stale():
             # Pulled before its channel died: the broker has already handed it out again,
             # so running it here would only run it twice.
             logger.info("delivery's channel is gone; leaving it to its redelivery", extra=fields)
             return
         key = (queue, env.job_id, env.attempt, env.deferrals)
-        redeliveries = self._redeliveries.note(key, delivery.redelivered)
+        redeliveries = self._redeliveries.note(key, redelivered)
         if redeliveries >= MAX_REDELIVERIES:
             logger.error(
                 "delivery came back %d times without being settled; dead-lettering",
@@ -189,7 +189,7 @@ class Dispatcher:
             deferrals=env.deferrals,
             priority=env.priority,
             age=max(0.0, (self._clock.wall_ms() - env.enqueued_at) / 1000),
-            redelivered=delivery.redelivered,
+            redelivered=redelivered,
             cancel_event=self._aio.cancel_event()
             if route.is_async and self._aio
             else CancelEvent(),
@@ -301,13 +301,12 @@ class Dispatcher:
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
     ) -> tuple[Callable[..., None], tuple[Any, ...]]:
         """The settle for ``outcome``, as an operation and its arguments."""
-        env = delivery.envelope
         kind = outcome.kind
         if kind is Kind.SUCCESS:
             _succeeded(fields)
             self._hooks.succeeded(delivery, outcome.result)
             if isinstance(delivery, Tracked) and acks_early(delivery.inner):
-                return functools.partial(delivery.ack_soon, self._ack_failed(fields)), ()
+                return delivery.ack_early, (functools.partial(self._ack_failed, fields),)
             return delivery.ack, ()
         if kind is Kind.CANCELLED:  # stopped by its handler after a `queuey cancel`
             self._hooks.cancelled(delivery, outcome.error)
@@ -316,6 +315,7 @@ class Dispatcher:
             logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))
             self._hooks.dead_lettered(delivery, f"fatal error: {outcome.error}", outcome.error)
             return delivery.dead_letter, (f"fatal error: {outcome.error}",)
+        env = delivery.envelope
         if kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
             # comes back at its queue's top priority.
@@ -347,16 +347,10 @@ class Dispatcher:
         self._hooks.failed(delivery, outcome.error, decision.delay)
         return delivery.retry, (env.next_attempt(), decision.delay)
 
-    def _ack_failed(self, fields: dict[str, Any]) -> Callable[[BaseException], None]:
-        """What counts and logs an ack sent without waiting, if it could not be sent."""
-
-        def failed(error: BaseException) -> None:
-            self._handle.record_settle_failure()
-            logger.error(
-                "failed to settle delivery (ack): %s", handler_error_text(error), extra=fields
-            )
-
-        return failed
+    def _ack_failed(self, fields: dict[str, Any], error: BaseException) -> None:
+        """Count and log an ack sent without waiting that could not be sent after all."""
+        self._handle.record_settle_failure()
+        logger.error("failed to settle delivery (ack): %s", handler_error_text(error), extra=fields)
 
     def _settle(
         self, operation: Callable[..., None], args: tuple[Any, ...], fields: dict[str, Any]

@@ -33,6 +33,11 @@ class Tracked:
         else:
             self.inner.ack()
 
+    def ack_early(self, failed: Callable[[BaseException], None]) -> None:
+        """:meth:`ack_soon` for a caller that has asked :func:`acks_early` already."""
+        self.attempted = True
+        self.inner.ack_soon(failed)  # type: ignore[attr-defined]
+
     @property
     def envelope(self) -> Envelope:
         return self.inner.envelope

@@ -109,7 +109,14 @@ class ConsumerLink(Link):
 
         One per job: it spares the result (a lock, taken at once) nobody would read.
         """
-        self._hand_over(PendingAck(sub, channel, tag, failed, _UNWATCHED))
+        pending = PendingAck(sub, channel, tag, failed, _UNWATCHED)
+        if threading.get_ident() == self._ident:
+            pending()  # waiting on ourselves would never end
+            return
+        try:
+            self.submit(pending)
+        except BackendError as exc:
+            pending.fail(exc)
 
     def _hand_over(self, pending: PendingAck) -> None:
         if self.on_own_thread():

@@ -93,6 +93,9 @@ class Link:
         self._wait = tenacity.wait_exponential_jitter(multiplier=0.1, max=3.0, jitter=0.2)
         self._retry_state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
         self._thread = threading.Thread(target=self._main, name=f"queuey-{name}", daemon=True)
+        #: The link's thread's ident once it runs (a job thread asks once a job, and
+        #: ``get_ident`` is one C call where ``current_thread`` is Python).
+        self._ident: int | None = None
 
     # -- any thread ------------------------------------------------------------------
 
@@ -206,6 +209,7 @@ class Link:
     # -- the link's thread -------------------------------------------------------------
 
     def _main(self) -> None:
+        self._ident = threading.get_ident()
         try:
             self._ioloop.start()
         finally:

@@ -34,20 +34,25 @@ HERE = Path(__file__).parent
 #: (file suffix, function name), in the order a job goes through them.
 STEPS: list[tuple[str, str, str]] = [
     (
-        "the consumer's I/O thread reading: pika parses frames, then",
+        "the consumer's I/O thread reading a socket's bytes, then",
         "pika/adapters/utils/io_services_utils.py",
         "_on_socket_readable",
     ),
     (
+        "  of which queuey's delivery reader (frames, then the delivery)",
+        "backends/rabbitmq/delivery_frames.py",
+        "read",
+    ),
+    (
         "  of which a delivery to the worker (decode the envelope, hand over)",
-        "backends/rabbitmq/consumer.py",
-        "_message",
+        "backends/rabbitmq/subscription.py",
+        "_delivered",
     ),
     ("    of which the envelope check (pydantic)", "queuey_core/envelope.py", "decode"),
     ("    of which the hand-over to a job thread", "queuey_core/worker/runner.py", "sink"),
     ("job threads, all they do", "queuey_core/worker/runner.py", "_job_loop"),
     ("  of which the dispatch of jobs", "queuey_core/worker/dispatch.py", "_dispatch"),
-    ("    of which the handler itself", "queuey_bench_handlers.py", "handle"),
+    ("    of which the handler itself", "queuey_bench_handlers.py", ""),
     ("    of which hooks (job counts for `queuey workers`)", "queuey_core/worker/hooks.py", ""),
     ("    of which log lines", "logging/__init__.py", ""),
     ("the consumer's I/O thread sending acks", "backends/rabbitmq/consumer.py", "send_acks"),

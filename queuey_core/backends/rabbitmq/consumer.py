@@ -109,17 +109,11 @@ class ConsumerLink(Link):
 
         One per job: it spares the result (a lock, taken at once) nobody would read.
         """
-        pending = PendingAck(sub, channel, tag, failed, _UNWATCHED)
-        if threading.get_ident() == self._ident:
-            pending()  # waiting on ourselves would never end
-            return
-        try:
-            self.submit(pending)
-        except BackendError as exc:
-            pending.fail(exc)
+        self._hand_over(PendingAck(sub, channel, tag, failed, _UNWATCHED))
 
     def _hand_over(self, pending: PendingAck) -> None:
-        if self.on_own_thread():
+        # (the link's ident, not on_own_thread: get_ident is one C call, once a job)
+        if threading.get_ident() == self._ident:
             pending()  # waiting on ourselves would never end
             return
         try:

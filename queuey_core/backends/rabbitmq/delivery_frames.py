@@ -143,18 +143,8 @@ class DeliveryReader:
         ):
             raise _NotOurs
         tag, bits = _TAG.unpack_from(buf, at + tag_size)
-        # The content header.
-        pos = end + 1
-        if size - pos < 7:
-            raise _Incomplete
-        kind, on, length = _FRAME.unpack_from(buf, pos)
-        if kind != _HEADER or on != number or length < _CONTENT.size:
-            raise _NotOurs
-        start = pos + 7
-        end = start + length
-        if end >= size:
-            raise _Incomplete
-        if buf[end] != _FRAME_END:
+        start, end = _frame(buf, end + 1, size, _HEADER, number)  # the content header
+        if end - start < _CONTENT.size:
             raise _NotOurs
         cls, _weight, body_size, flags = _CONTENT.unpack_from(buf, start)
         if cls != _BASIC or flags & _MORE_FLAGS:
@@ -169,25 +159,32 @@ class DeliveryReader:
             parts: list[bytes] = []
             got = 0
             while got < body_size:
-                if size - pos < 7:
-                    raise _Incomplete
-                kind, on, length = _FRAME.unpack_from(buf, pos)
-                if kind != _BODY or on != number:
-                    raise _NotOurs
-                start = pos + 7
-                end = start + length
-                if end >= size:
-                    raise _Incomplete
-                if buf[end] != _FRAME_END:
-                    raise _NotOurs
+                start, end = _frame(buf, pos, size, _BODY, number)
                 parts.append(buf[start:end])
-                got += length
+                got += end - start
                 pos = end + 1
                 frames += 1
             if got != body_size:
                 raise _NotOurs  # too long: pika's error to raise
             body = parts[0] if frames == 3 else b"".join(parts)
         return pos, frames, on_delivery, (ch, tag, bool(bits & 1), message_id, headers, body)
+
+
+def _frame(buf: bytes, pos: int, size: int, kind: int, number: int) -> tuple[int, int]:
+    """Where the payload of the frame at ``pos`` starts and ends, if it is a ``kind``
+    frame of channel ``number``, whole in ``buf``."""
+    if size - pos < 7:
+        raise _Incomplete
+    found, on, length = _FRAME.unpack_from(buf, pos)
+    if found != kind or on != number:
+        raise _NotOurs
+    start = pos + 7
+    end = start + length
+    if end >= size:
+        raise _Incomplete
+    if buf[end] != _FRAME_END:
+        raise _NotOurs
+    return start, end
 
 
 def _properties(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from queuey_core.backends.base import Delivery
-from queuey_core.backends.capabilities import acks_early
 from queuey_core.envelope import Envelope
 
 
@@ -24,17 +23,10 @@ class Tracked:
         self.inner = inner
         self.attempted = False
 
-    def ack_soon(self, failed: Callable[[BaseException], None]) -> None:
-        """Ack without waiting (the inner delivery is :class:`EarlyAck`); ``failed``
-        counts it if it cannot be sent after all."""
-        self.attempted = True
-        if acks_early(self.inner):
-            self.inner.ack_soon(failed)
-        else:
-            self.inner.ack()
-
     def ack_early(self, failed: Callable[[BaseException], None]) -> None:
-        """:meth:`ack_soon` for a caller that has asked :func:`acks_early` already."""
+        """Ack without waiting, for a caller that found the inner delivery
+        :class:`EarlyAck` (:func:`acks_early`); ``failed`` counts it if it cannot be
+        sent after all."""
         self.attempted = True
         self.inner.ack_soon(failed)  # type: ignore[attr-defined]
 

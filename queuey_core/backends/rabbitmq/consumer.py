@@ -112,8 +112,7 @@ class ConsumerLink(Link):
         self._hand_over(PendingAck(sub, channel, tag, failed, _UNWATCHED))
 
     def _hand_over(self, pending: PendingAck) -> None:
-        # (the link's ident, not on_own_thread: get_ident is one C call, once a job)
-        if threading.get_ident() == self._ident:
+        if self.on_own_thread():
             pending()  # waiting on ourselves would never end
             return
         try:

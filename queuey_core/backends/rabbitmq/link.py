@@ -93,8 +93,7 @@ class Link:
         self._wait = tenacity.wait_exponential_jitter(multiplier=0.1, max=3.0, jitter=0.2)
         self._retry_state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
         self._thread = threading.Thread(target=self._main, name=f"queuey-{name}", daemon=True)
-        #: The link's thread's ident once it runs (a job thread asks once a job, and
-        #: ``get_ident`` is one C call where ``current_thread`` is Python).
+        #: The link's thread's ident once it runs (:meth:`on_own_thread`).
         self._ident: int | None = None
 
     # -- any thread ------------------------------------------------------------------
@@ -124,7 +123,7 @@ class Link:
             except BaseException as exc:
                 result.fail(exc)
 
-        if threading.current_thread() is self._thread:
+        if self.on_own_thread():
             run()  # already on the link's thread: waiting on ourselves would deadlock
         else:
             self.submit(run)
@@ -144,8 +143,9 @@ class Link:
         return self._recovery_timeout
 
     def on_own_thread(self) -> bool:
-        """Whether the caller is the link's own thread."""
-        return threading.current_thread() is self._thread
+        """Whether the caller is the link's own thread (by its ident: one C call, where
+        ``current_thread`` is Python; a job thread asks once a job)."""
+        return threading.get_ident() == self._ident
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Schedule ``fn`` on the link's thread.

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from starlette.testclient import TestClient
 
@@ -64,10 +64,10 @@ class Board:
         assert found, "the page carries no CSRF token"
         return found.group(1)
 
-    def post(self, path: str, data: dict[str, Any] | None = None, **kw: Any) -> httpx.Response:
+    def post(self, path: str, data: dict[str, Any] | None = None, **kw: Any) -> httpx2.Response:
         """A write as htmx sends it: the CSRF token in its header."""
         headers = {"X-CSRF-Token": self.csrf(), "HX-Request": "true", **kw.pop("headers", {})}
-        answer: httpx.Response = self.client.post(path, data=data or {}, headers=headers, **kw)
+        answer: httpx2.Response = self.client.post(path, data=data or {}, headers=headers, **kw)
         return answer
 
 

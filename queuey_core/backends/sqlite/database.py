@@ -17,6 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 
+from queuey_core.backends.sqlite.checkpoints import Checkpointer
 from queuey_core.backends.sqlite.options import SqliteOptions
 from queuey_core.backends.sqlite.schema import SCHEMA, SCHEMA_VERSION, UPGRADES
 from queuey_core.errors import BackendError
@@ -54,6 +55,7 @@ class Database:
                 f"this Python has {sqlite3.sqlite_version}"
             )
         self._conn = self._open()
+        self.checkpoints = Checkpointer(self.path, options.busy_timeout)
 
     # -- transactions ------------------------------------------------------------------
 
@@ -126,8 +128,11 @@ class Database:
             if self._closed:
                 return
             self._closed = True
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
+        # Outside the lock: a checkpoint under way never waits for it, but the thread is
+        # joined. Closed before the connection, which, the last, checkpoints the rest.
+        self.checkpoints.close()
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.close()
 
     @property
     def closed(self) -> bool:
@@ -161,6 +166,7 @@ class Database:
                 f"{self.path}: interrupted while committing ({type(exc).__name__})",
                 maybe_committed=True,
             ) from exc
+        self.checkpoints.committed()
 
     def _rollback(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -193,6 +199,8 @@ class Database:
             if str(mode).lower() != "wal":
                 raise SqliteError(f"{path}: cannot use WAL mode (journal_mode is {mode})")
             conn.execute(f"PRAGMA synchronous={self.options.synchronous.upper()}")
+            # Checkpoints run on a thread of their own (checkpoints.py), never in a commit.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
             _ensure_schema(conn, path)
         except sqlite3.Error as exc:
             conn.close()

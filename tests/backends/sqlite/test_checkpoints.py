@@ -9,18 +9,19 @@ import logging
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import checkpoints
 from queuey_core.backends.sqlite import parse_url
+from tests.backends.sqlite.files import declared
+from tests.backends.sqlite.files import job_envelope
+from tests.backends.sqlite.files import rows_in_file
 
 Q = QueueConfig("ckpt", prefetch=8)
 THREAD = "queuey-sqlite-checkpoint"
@@ -34,24 +35,13 @@ def url(tmp_path: Path) -> str:
 @pytest.fixture
 def backend(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SqliteBackend]:
     monkeypatch.setattr(checkpoints, "EVERY_COMMITS", 5)
-    made = SqliteBackend(url)
-    made.declare([Q])
-    yield made
-    made.close()
+    yield from declared(url, Q)
 
 
 def publish(backend: SqliteBackend, n: int) -> None:
     """``n`` jobs, a commit each."""
     for i in range(n):
-        backend.publish(
-            Envelope(
-                job_id=uuid.uuid4(),
-                job_type="t.job",
-                queue=Q.name,
-                enqueued_at=int(time.time() * 1000),
-                payload={"i": i, "pad": "x" * 2000},
-            )
-        )
+        backend.publish(job_envelope(Q.name, i=i, pad="x" * 2000))
 
 
 def until(done: Callable[[], bool], what: str) -> None:
@@ -163,11 +153,7 @@ def test_close_ends_the_thread_and_leaves_no_wal_behind(backend: SqliteBackend, 
     assert not checkpoint_threads()
     # The last connection to close copied the rest and removed the WAL, as SQLite does.
     assert not Path(parse_url(url).path + "-wal").exists()
-    conn = sqlite3.connect(parse_url(url).path)
-    try:
-        assert conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0] == 6
-    finally:
-        conn.close()
+    assert rows_in_file(url) == 6
 
 
 def test_a_commit_counted_after_close_starts_no_thread(

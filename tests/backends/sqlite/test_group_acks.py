@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +13,14 @@ from typing import Any
 import pytest
 
 from queuey_core import BackendError
-from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.base import Delivery
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import parse_url
 from queuey_core.backends.sqlite.database import SqliteError
+from tests.backends.sqlite.files import declared
+from tests.backends.sqlite.files import job_envelope
+from tests.backends.sqlite.files import rows_in_file
 from tests.support import Got
 
 Q = QueueConfig("acks", prefetch=8)
@@ -33,23 +34,12 @@ def url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def backend(url: str) -> Iterator[SqliteBackend]:
-    made = SqliteBackend(url)
-    made.declare([Q])
-    yield made
-    made.close()
+    yield from declared(url, Q)
 
 
 def deliveries(backend: SqliteBackend, n: int) -> list[Delivery]:
     for i in range(n):
-        backend.publish(
-            Envelope(
-                job_id=uuid.uuid4(),
-                job_type="t.job",
-                queue=Q.name,
-                enqueued_at=int(time.time() * 1000),
-                payload={"i": i},
-            )
-        )
+        backend.publish(job_envelope(Q.name, i=i))
     got = Got()
     backend.consume(Q, got)
     deadline = time.monotonic() + 10
@@ -58,14 +48,6 @@ def deliveries(backend: SqliteBackend, n: int) -> list[Delivery]:
         time.sleep(0.005)
     backend._pump.stop()  # no claims or renewals: every commit from here on is an ack's
     return list(got.items)
-
-
-def rows_in_file(url: str) -> int:
-    conn = sqlite3.connect(parse_url(url).path)
-    try:
-        return int(conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0])
-    finally:
-        conn.close()
 
 
 class HeldCommit:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +13,15 @@ from typing import Any
 
 import pytest
 
-from queuey_core import Envelope
 from queuey_core import NotEnqueuedError
 from queuey_core import QueueConfig
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import database
 from queuey_core.backends.sqlite import parse_url
+from tests.backends.sqlite.files import WrappedConnection
+from tests.backends.sqlite.files import declared
+from tests.backends.sqlite.files import job_envelope
+from tests.backends.sqlite.files import rows_in_file
 
 Q = QueueConfig("locks", prefetch=8)
 
@@ -32,10 +33,7 @@ def url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def backend(url: str) -> Iterator[SqliteBackend]:
-    made = SqliteBackend(url)
-    made.declare([Q])
-    yield made
-    made.close()
+    yield from declared(url, Q)
 
 
 @pytest.fixture
@@ -67,24 +65,6 @@ class FakeTime:
         self.on_sleep(len(self.sleeps))
 
 
-def envelope() -> Envelope:
-    return Envelope(
-        job_id=uuid.uuid4(),
-        job_type="t.job",
-        queue=Q.name,
-        enqueued_at=int(time.time() * 1000),
-        payload={},
-    )
-
-
-def count(url: str) -> int:
-    conn = sqlite3.connect(parse_url(url).path)
-    try:
-        return int(conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0])
-    finally:
-        conn.close()
-
-
 def test_a_write_tries_again_at_a_fine_grain_until_the_lock_is_free(
     backend: SqliteBackend, holder: sqlite3.Connection, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,9 +74,9 @@ def test_a_write_tries_again_at_a_fine_grain_until_the_lock_is_free(
 
     fake = FakeTime(release)
     monkeypatch.setattr(database, "time", fake)
-    backend.publish(envelope())
+    backend.publish(job_envelope(Q.name))
     assert fake.sleeps == [0.0001, 0.0001, 0.0002, 0.0005, 0.001, 0.001, 0.001]
-    assert count(url) == 1
+    assert rows_in_file(url) == 1
 
 
 def test_a_write_gives_up_after_busy_timeout_with_one_line(
@@ -105,11 +85,11 @@ def test_a_write_gives_up_after_busy_timeout_with_one_line(
     fake = FakeTime()
     monkeypatch.setattr(database, "time", fake)
     with pytest.raises(NotEnqueuedError, match=r"locked by another process for more than 0\.05s"):
-        backend.publish(envelope())
+        backend.publish(job_envelope(Q.name))
     assert 0.05 <= sum(fake.sleeps) < 0.05 + 0.0011
     assert max(fake.sleeps) == 0.001
     holder.execute("ROLLBACK")
-    assert count(url) == 0
+    assert rows_in_file(url) == 0
 
 
 def test_a_write_waits_for_a_real_release(backend: SqliteBackend, url: str) -> None:
@@ -121,12 +101,12 @@ def test_a_write_waits_for_a_real_release(backend: SqliteBackend, url: str) -> N
     letting_go = threading.Timer(0.2, lambda: other.execute("ROLLBACK"))
     letting_go.start()
     try:
-        patient.publish(envelope())
+        patient.publish(job_envelope(Q.name))
     finally:
         letting_go.join()
         other.close()
         patient.close()
-    assert count(url) == 1
+    assert rows_in_file(url) == 1
 
 
 def test_another_error_is_raised_at_once(
@@ -136,7 +116,7 @@ def test_another_error_is_raised_at_once(
     monkeypatch.setattr(database, "time", fake)
     monkeypatch.setattr(backend._db, "_conn", FailingBegin(backend._db._conn))
     with pytest.raises(NotEnqueuedError, match="an I/O error from the disk"):
-        backend.publish(envelope())
+        backend.publish(job_envelope(Q.name))
     assert fake.sleeps == []
 
 
@@ -149,18 +129,12 @@ def test_reads_wait_with_sqlites_handler_and_writes_by_themselves(
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
 
 
-class FailingBegin:
+class FailingBegin(WrappedConnection):
     """A connection whose BEGIN IMMEDIATE fails with a disk error (not a busy one)."""
-
-    def __init__(self, inner: sqlite3.Connection) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         if sql == "BEGIN IMMEDIATE":
             exc = sqlite3.OperationalError("disk I/O error")
             exc.sqlite_errorcode = sqlite3.SQLITE_IOERR
             raise exc
-        return self._inner.execute(sql, *args)
+        return super().execute(sql, *args)

@@ -34,6 +34,7 @@ from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
+from tests.backends.sqlite.files import WrappedConnection
 from tests.support import Got
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
@@ -212,17 +213,11 @@ def test_publish_outcomes_unroutable_not_enqueued_and_unknown(
     assert caught.value.unknown == (sent.job_id,)
 
 
-class InterruptedCommit:
+class InterruptedCommit(WrappedConnection):
     """A connection on which a signal lands while COMMIT runs: it ran, nobody can tell."""
 
-    def __init__(self, inner: sqlite3.Connection) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
-
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        cursor = self._inner.execute(sql, *args)
+        cursor = super().execute(sql, *args)
         if sql == "COMMIT":
             raise KeyboardInterrupt
         return cursor

@@ -1,0 +1,58 @@
+"""What the embedded backend's unit tests share: a backend with its queues declared, a
+job's envelope, the rows a file holds (read through a connection of the test's own),
+and a connection to wrap."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from queuey_core import Envelope
+from queuey_core import QueueConfig
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.backends.sqlite import parse_url
+
+
+def declared(url: str, *queues: QueueConfig) -> Iterator[SqliteBackend]:
+    """A backend on ``url`` with ``queues`` declared, closed after (a fixture's body)."""
+    made = SqliteBackend(url)
+    made.declare(list(queues))
+    yield made
+    made.close()
+
+
+def job_envelope(queue: str, **payload: Any) -> Envelope:
+    """A ``t.job`` for ``queue`` carrying ``payload``."""
+    return Envelope(
+        job_id=uuid.uuid4(),
+        job_type="t.job",
+        queue=queue,
+        enqueued_at=int(time.time() * 1000),
+        payload=payload,
+    )
+
+
+def rows_in_file(url: str) -> int:
+    """Jobs in the file of ``url`` (ready, held or leased)."""
+    conn = sqlite3.connect(parse_url(url).path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0])
+    finally:
+        conn.close()
+
+
+class WrappedConnection:
+    """The backend's connection, every attribute passed through; a test overrides
+    ``execute`` to make one statement misbehave."""
+
+    def __init__(self, inner: sqlite3.Connection) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        return self._inner.execute(sql, *args)

@@ -5,9 +5,10 @@ calls. Left to SQLite, it runs inside whichever commit takes the WAL past 1,000 
 8-25 ms, every few hundred commits, paid by a job thread's ack, the pump's claim or a
 producer's enqueue, while the process's other threads wait for the connection (the
 bursts in the embedded backend's p99 start latency). Here the backend's connection
-never checkpoints (``wal_autocheckpoint=0``): every :data:`EVERY_COMMITS` of its commits
-wake a thread that runs a ``PASSIVE`` checkpoint on a connection of its own, which waits
-for no reader or writer and holds no lock they need.
+never checkpoints (``wal_autocheckpoint=0``): every :data:`EVERY_COMMITS` of its commits,
+or sooner once they changed :data:`EVERY_ROWS` rows (an ``enqueue --file`` commits a
+thousand rows at a time), wake a thread that runs a ``PASSIVE`` checkpoint on a
+connection of its own, which waits for no reader or writer and holds no lock they need.
 
 Owns: that thread (started at the first checkpoint due, so that a process that commits
 a few times never has one) and its connection. Must never: block a commit, or outlive
@@ -28,6 +29,10 @@ logger = logging.getLogger(__name__)
 #: commit writes 3-4 pages to the WAL, so this is about SQLite's own 1,000 pages; a
 #: worker under load reaches it a few times a second, an idle one never.
 EVERY_COMMITS = 250
+#: Rows the backend's commits inserted, changed or deleted between two checkpoints: a
+#: few megabytes of WAL for jobs of a few hundred bytes, so that large batches do not
+#: grow it for 250 commits.
+EVERY_ROWS = 5000
 
 
 class Checkpointer:
@@ -38,6 +43,7 @@ class Checkpointer:
         self._path = path
         self._busy_timeout = busy_timeout
         self._commits = 0
+        self._rows_at_last = 0
         self._wake = threading.Event()
         self._stopping = False
         self._lock = threading.Lock()
@@ -47,13 +53,15 @@ class Checkpointer:
         self.runs = 0
         self.last: tuple[int, int, int] | None = None
 
-    def committed(self) -> None:
-        """Count a commit (its caller holds the connection's lock); every
-        :data:`EVERY_COMMITS`, wake the thread."""
+    def committed(self, rows: int) -> None:
+        """Count a commit of the connection whose rows changed so far are ``rows``
+        (``total_changes``; its caller holds the connection's lock); every
+        :data:`EVERY_COMMITS` commits or :data:`EVERY_ROWS` rows, wake the thread."""
         self._commits += 1
-        if self._commits < EVERY_COMMITS:
+        if self._commits < EVERY_COMMITS and rows - self._rows_at_last < EVERY_ROWS:
             return
         self._commits = 0
+        self._rows_at_last = rows
         if self._thread is None:
             self._start()
         self._wake.set()

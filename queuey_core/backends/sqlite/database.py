@@ -198,7 +198,7 @@ class Database:
                 f"{self.path}: interrupted while committing ({type(exc).__name__})",
                 maybe_committed=True,
             ) from exc
-        self.checkpoints.committed()
+        self.checkpoints.committed(conn.total_changes)
 
     def _rollback(self) -> None:
         with contextlib.suppress(sqlite3.Error):

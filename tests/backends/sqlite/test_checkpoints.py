@@ -81,6 +81,21 @@ def test_every_n_commits_a_thread_copies_the_wal_back(backend: SqliteBackend, ur
     assert len(checkpoint_threads()) == 1  # the same thread, woken again
 
 
+def test_a_commit_of_many_rows_wakes_the_thread_sooner(
+    backend: SqliteBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of rows (``enqueue --file`` commits a thousand at a time) counts by its
+    rows, so that the WAL does not grow for EVERY_COMMITS such commits."""
+    monkeypatch.setattr(checkpoints, "EVERY_COMMITS", 1000)
+    monkeypatch.setattr(checkpoints, "EVERY_ROWS", 50)
+    ckpt = backend._db.checkpoints
+    backend.publish_many([(job_envelope(Q.name, i=i), None) for i in range(30)])
+    assert ckpt.runs == 0
+    assert not checkpoint_threads()
+    backend.publish_many([(job_envelope(Q.name, i=i), None) for i in range(30)])
+    until(lambda: ckpt.runs >= 1, "60 rows in two commits woke no checkpoint")
+
+
 def test_commits_do_not_wait_for_a_checkpoint(backend: SqliteBackend) -> None:
     """A checkpoint that takes long (slow fsyncs) does not hold up the commits that
     follow it: they go into the WAL meanwhile."""
@@ -163,5 +178,5 @@ def test_a_commit_counted_after_close_starts_no_thread(
     made.declare([Q])
     made.close()
     monkeypatch.setattr(checkpoints, "EVERY_COMMITS", 1)
-    made._db.checkpoints.committed()  # a commit that ended as the backend closed
+    made._db.checkpoints.committed(0)  # a commit that ended as the backend closed
     assert not checkpoint_threads()

@@ -23,6 +23,7 @@ import pika.exceptions
 import tenacity
 from pika.adapters.select_connection import IOLoop
 
+from queuey_core.backends.rabbitmq import pika_compat
 from queuey_core.backends.rabbitmq.errors import connect_error, error_text, root_cause
 from queuey_core.backends.rabbitmq.nodes import Picker
 from queuey_core.backends.rabbitmq.result import LinkStatus, Result
@@ -324,7 +325,10 @@ class Link:
         conn = self._conn
         if conn is not None and not (conn.is_closed or conn.is_closing):
             self.on_closing()
-            conn.close()
+            # Still in its handshake, the attempt is aborted, not closed (pika_compat);
+            # either way the loop ends in _closed or, aborted, in _open_failed.
+            if not pika_compat.abort_opening(conn):
+                conn.close()
         else:
             self.on_closing_while_down()
             self._ioloop.stop()

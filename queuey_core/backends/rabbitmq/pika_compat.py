@@ -113,6 +113,25 @@ def open_blocking(params: pika.ConnectionParameters | list[pika.ConnectionParame
         raise pika.exceptions.AMQPConnectionError(exc) from exc
 
 
+def abort_opening(conn: Connection) -> bool:
+    """End ``conn`` if it is in its AMQP handshake (its socket connected, pika's
+    connection workflow not done), as a stream lost then; whether it was.
+
+    ``close()`` there ends the stream with ``ConnectionOpenAborted``, which pika 1.4's
+    connection workflow reports as the *class* ``AMQPConnectionWorkflowAborted``
+    instead of an instance, and ``BaseConnection._on_connection_workflow_done``
+    asserts on it (the workflow's own ``abort()`` asserts earlier): the exception
+    escapes the I/O loop and ends its thread with a traceback. Any other error takes
+    the path of a broker lost mid-handshake: the open-error callback, once.
+    """
+    if getattr(conn, "_connection_workflow", None) is None or conn._transport is None:
+        return False
+    conn._terminate_stream(
+        pika.exceptions.StreamLostError("closed by queuey during the AMQP handshake")
+    )
+    return True
+
+
 def write_on(ch: BlockingChannel, data: bytes) -> None:
     """Write marshalled frames for ``ch`` on its connection; they go out ahead of the
     next blocking call's request (a requeue's ``tx.commit``): a batch of publishes in

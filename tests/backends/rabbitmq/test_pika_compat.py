@@ -154,3 +154,16 @@ def test_a_connection_still_reads_through_on_data_available_into_a_frame_buffer(
         f"pika {pika.__version__}: pika.data.decode_table changed; pika_compat.decode_table "
         "(a delivery's headers) calls it"
     )
+
+
+def test_a_connection_in_its_handshake_can_still_be_told_apart_and_ended() -> None:
+    from pika.adapters.base_connection import BaseConnection  # noqa: PLC0415
+
+    for attribute in ("_connection_workflow", "_transport"):
+        assert _assigns(BaseConnection, attribute), (
+            f"pika {pika.__version__}: BaseConnection no longer sets self.{attribute}; "
+            "pika_compat.abort_opening tells a connection in its handshake by it"
+        )
+    _still_a_connection_method(
+        "_terminate_stream", ["self", "error"], "pika_compat.abort_opening ends a handshake with it"
+    )

@@ -13,6 +13,7 @@ import ssl
 import pika
 import pika.exceptions
 
+from queuey_core.backends.rabbitmq import pika_compat
 from queuey_core.errors import BackendError, ConfigError, QueueyError
 
 
@@ -70,6 +71,12 @@ def root_cause(error: BaseException) -> str:
     error = _chain(error)[-1]
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror.lower()} ({type(error).__name__})"
+    if pika_compat.is_handshake_timeout(error):
+        # pika's text is the repr of a getaddrinfo record: say what it means.
+        return (
+            "it accepted the connection but did not answer the AMQP handshake in time "
+            "(is that port RabbitMQ's?)"
+        )
     return error_text(error)
 
 

@@ -17,7 +17,10 @@ from typing import Any
 import pika
 import pika.data
 from pika.adapters.blocking_connection import BlockingChannel
-from pika.adapters.utils.connection_workflow import AMQPConnectorException
+from pika.adapters.utils.connection_workflow import (
+    AMQPConnectorException,
+    AMQPConnectorStackTimeout,
+)
 from pika.channel import Channel
 from pika.connection import Connection
 
@@ -130,6 +133,12 @@ def abort_opening(conn: Connection) -> bool:
         pika.exceptions.StreamLostError("closed by queuey during the AMQP handshake")
     )
     return True
+
+
+def is_handshake_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is pika's connection workflow giving up on a handshake the
+    other end never answered (its text is only the repr of an address record)."""
+    return isinstance(error, AMQPConnectorStackTimeout)
 
 
 def write_on(ch: BlockingChannel, data: bytes) -> None:

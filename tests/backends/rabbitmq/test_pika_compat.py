@@ -167,3 +167,22 @@ def test_a_connection_in_its_handshake_can_still_be_told_apart_and_ended() -> No
     _still_a_connection_method(
         "_terminate_stream", ["self", "error"], "pika_compat.abort_opening ends a handshake with it"
     )
+
+
+def test_a_handshake_nobody_answers_reads_as_one_plain_phrase() -> None:
+    from pika.adapters.utils import connection_workflow  # noqa: PLC0415
+
+    from queuey_core.backends.rabbitmq.errors import connect_error  # noqa: PLC0415
+
+    timeout = connection_workflow.AMQPConnectorStackTimeout(
+        "Timeout during AMQP handshake'127.0.0.1'/(<AddressFamily.AF_INET: 2>, ...)"
+    )
+    wrapped = pika.exceptions.AMQPConnectionError(
+        connection_workflow.AMQPConnectionWorkflowFailed([timeout])
+    )
+    text = str(connect_error(wrapped, "amqp://guest:***@127.0.0.1:5699/"))
+    assert text.startswith(
+        "cannot reach RabbitMQ at amqp://guest:***@127.0.0.1:5699/: it accepted the "
+        "connection but did not answer the AMQP handshake in time"
+    )
+    assert "AddressFamily" not in text

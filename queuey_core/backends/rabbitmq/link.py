@@ -325,8 +325,8 @@ class Link:
         conn = self._conn
         if conn is not None and not (conn.is_closed or conn.is_closing):
             self.on_closing()
-            # Still in its handshake, the attempt is aborted, not closed (pika_compat);
-            # either way the loop ends in _closed or, aborted, in _open_failed.
+            # One still in its handshake is ended as a lost stream, not closed (see
+            # pika_compat.abort_opening): the loop then ends in _open_failed, else in _closed.
             if not pika_compat.abort_opening(conn):
                 conn.close()
         else:

@@ -35,13 +35,19 @@ def job_envelope(queue: str, **payload: Any) -> Envelope:
     )
 
 
-def rows_in_file(url: str) -> int:
-    """Jobs in the file of ``url`` (ready, held or leased)."""
+def value_in_file(url: str, sql: str) -> int:
+    """The one integer ``sql`` selects from the file of ``url``, read through a
+    connection of the test's own (what another process would see)."""
     conn = sqlite3.connect(parse_url(url).path)
     try:
-        return int(conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0])
+        return int(conn.execute(sql).fetchone()[0])
     finally:
         conn.close()
+
+
+def rows_in_file(url: str) -> int:
+    """Jobs in the file of ``url`` (ready, held or leased)."""
+    return value_in_file(url, "SELECT count(*) FROM queuey_messages")
 
 
 class WrappedConnection:

@@ -35,6 +35,7 @@ from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 from tests.backends.sqlite.files import WrappedConnection
+from tests.backends.sqlite.files import value_in_file
 from tests.support import Got
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
@@ -131,11 +132,7 @@ def test_a_live_worker_renews_its_leases(
 
 
 def lease_expires(url: str) -> int:
-    conn = sqlite3.connect(parse_url(url).path)
-    try:
-        return int(conn.execute("SELECT max(lease_expires) FROM queuey_messages").fetchone()[0])
-    finally:
-        conn.close()
+    return value_in_file(url, "SELECT max(lease_expires) FROM queuey_messages")
 
 
 def test_a_row_claimed_too_often_is_dead_lettered_from_the_count_in_the_file(

@@ -12,12 +12,13 @@ queue it came from, and every delivery gets settled, whatever its body holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError
+from queuey_core.errors import BackendError, NotEnqueuedError, PublishFailure
 from queuey_core.queues import QueueConfig
 
 
@@ -135,3 +136,12 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections; consumers end with :class:`ConsumerEnded`."""
+
+
+def closed_to_publishing(job_ids: Iterable[uuid.UUID]) -> NotEnqueuedError:
+    """What a publish on a closed backend raises, on every backend alike: the jobs were
+    never sent, so sending them again cannot make a duplicate (docs/enqueueing.md's
+    three outcomes)."""
+    return NotEnqueuedError(
+        "the backend is closed", reason=PublishFailure.CLOSED, not_enqueued=job_ids
+    )

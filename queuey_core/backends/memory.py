@@ -21,9 +21,10 @@ import heapq
 import itertools
 import logging
 import threading
+import uuid
 from collections.abc import Sequence
 
-from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.base import ConsumerEnded, Sink, closed_to_publishing
 from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
@@ -96,13 +97,13 @@ class MemoryBackend(
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
         """See :meth:`Backend.publish`."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish([envelope.job_id])
             self._hold_or_ready(self._queue(envelope.queue), envelope, delay, deferral=False)
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
         """See :meth:`Backend.publish_many`: all or nothing."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish([env.job_id for env, _ in items])
             targets = [(self._queue(env.queue), env, delay) for env, delay in items]
             for queue, env, delay in targets:
                 self._hold_or_ready(queue, env, delay, deferral=False)
@@ -116,7 +117,7 @@ class MemoryBackend(
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish([envelope.job_id])
             self._hold_or_ready(self._queue(envelope.queue), envelope, delay, deferral=True)
 
     def consume(self, queue: QueueConfig, sink: Sink) -> MemorySubscription:
@@ -137,7 +138,7 @@ class MemoryBackend(
         ``message_id`` is the handle such a dead letter is listed under.
         """
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish([])
             q = self._queue(queue)
             self._push(q, Raw(bytes(body), message_id), next(self._seq))
 
@@ -233,6 +234,10 @@ class MemoryBackend(
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError("the backend is closed")
+
+    def _check_open_to_publish(self, job_ids: list[uuid.UUID]) -> None:
+        if self._closed:
+            raise closed_to_publishing(job_ids)
 
     def _queue(self, name: str) -> MemoryQueue:
         q = self._queues.get(name)

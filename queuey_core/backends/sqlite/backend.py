@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from queuey_core.backends.base import ConsumerEnded, Sink
+from queuey_core.backends.base import ConsumerEnded, Sink, closed_to_publishing
 from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
@@ -109,32 +109,32 @@ class SqliteBackend(
 
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
         """See :meth:`Backend.publish`: returns once the row is committed."""
-        self._check_open()
+        self._check_open_to_publish([envelope.job_id])
         self._writer.publish([(envelope, delay)], deferral=False)
         self._pump.wake()
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
         """See :meth:`Backend.publish_many`: one transaction, all or nothing."""
-        self._check_open()
+        self._check_open_to_publish([e.job_id for e, _ in items])
         self._writer.publish(items, deferral=False)
         self._pump.wake()
 
     def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
         """See :class:`PublishesEncoded`: the bodies go in as they are."""
-        self._check_open()
+        self._check_open_to_publish([e.job_id for e, _ in items])
         self._writer.publish_encoded(items)
         self._pump.wake()
 
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
-        self._check_open()
+        self._check_open_to_publish([envelope.job_id])
         self._writer.publish([(envelope, delay)], deferral=True)
         self._pump.wake()
 
     def publish_raw(self, queue: str, body: bytes, *, message_id: str | None = None) -> None:
         """Put ``body`` on ``queue`` as it is, as code other than queuey could; a body
         that is not an envelope is dead-lettered when its turn comes."""
-        self._check_open()
+        self._check_open_to_publish([])
         self._writer.publish_raw(queue, body, message_id)
         self._pump.wake()
 
@@ -377,3 +377,7 @@ class SqliteBackend(
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError("the backend is closed")
+
+    def _check_open_to_publish(self, job_ids: list[uuid.UUID]) -> None:
+        if self._closed:
+            raise closed_to_publishing(job_ids)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 
@@ -21,9 +22,13 @@ from queuey_core import ConsumerEnded
 from queuey_core import ConsumerStoppedError
 from queuey_core import DeadLetter
 from queuey_core import Delivery
+from queuey_core import NotEnqueuedError
 from queuey_core import QueueConfig
 from queuey_core import Subscription
 from queuey_core import UnroutableError
+from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.envelope import EncodedEnvelope
+from queuey_core.errors import PublishFailure
 from tests.backend_kinds import BackendKind
 from tests.backend_kinds import ContractEnv
 from tests.backend_kinds import backend_params
@@ -285,3 +290,28 @@ def test_closing_the_backend_ends_its_consumers(env: ContractEnv) -> None:
     assert isinstance(ended.error, ConsumerStoppedError)
     with pytest.raises(BackendError, match="closed"):
         env.backend.publish(env.envelope(q, "late"))
+
+
+def test_publishing_on_a_closed_backend_is_not_enqueued(env: ContractEnv) -> None:
+    # docs/enqueueing.md: the three outcomes mean the same on every backend, and a job
+    # a closed backend never took is surely not on the broker.
+    q = env.queue()
+    env.backend.close()
+    one, two = env.envelope(q, "one"), env.envelope(q, "two")
+    both = [one.job_id, two.job_id]
+    attempts: list[tuple[str, Callable[[], None], list[uuid.UUID]]] = [
+        ("publish", lambda: env.backend.publish(one), [one.job_id]),
+        ("publish_many", lambda: env.backend.publish_many([(one, None), (two, 1.0)]), both),
+        ("defer", lambda: env.backend.defer(one, 1.0), [one.job_id]),
+    ]
+    if isinstance(env.backend, PublishesEncoded):
+        encoded = EncodedEnvelope(one.job_id, one.job_type, q.name, 0, 0, one.encode())
+        publish_encoded = env.backend.publish_encoded
+        attempts.append(
+            ("publish_encoded", lambda: publish_encoded([(encoded, None)]), [one.job_id])
+        )
+    for name, attempt, ids in attempts:
+        with pytest.raises(NotEnqueuedError, match="closed") as caught:
+            attempt()
+        assert caught.value.reason is PublishFailure.CLOSED, name
+        assert list(caught.value.not_enqueued) == ids, f"{name} names the jobs it refused"

@@ -70,13 +70,76 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     assert db.read_bytes().startswith(b"hello"), "the file is left as it was"
 
 
-def test_a_database_of_another_program(tmp_path: Path) -> None:
-    db = tmp_path / "app.db"
+def another_programs_database(db: Path, *, journal: str) -> None:
+    """A database as another application leaves it: its tables, a row, its journal."""
     conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO users (name) VALUES ('ada')")
     conn.commit()
     conn.close()
-    one_line(run(tmp_path, db, "dlq", "list"), 1, "database of another program", "users")
+
+
+def directory(where: Path) -> dict[str, bytes]:
+    """Every file of ``where`` and its bytes (a -wal or -shm file left behind shows)."""
+    return {p.name: p.read_bytes() for p in sorted(where.iterdir()) if p.is_file()}
+
+
+FOREIGN_COMMANDS = [
+    ("queues",),
+    ("enqueue", "greet", PAYLOAD),
+    ("worker", "--burst"),
+    ("dlq", "list"),
+]
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+@pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
+def test_a_database_of_another_program_is_refused_and_not_changed(
+    tmp_path: Path, journal: str, command: tuple[str, ...]
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "app.db"
+    another_programs_database(db, journal=journal)
+    before = directory(data)
+    result = run(tmp_path, db, *command)
+    one_line(result, 1, str(db), "database of another program", "users")
+    assert directory(data) == before, "not a byte of another program's file is written"
+
+
+@pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
+def test_a_file_that_is_not_a_database_is_refused_and_not_changed(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "notes.db"
+    db.write_bytes(b"hello, I am a text file\n" * 200)
+    before = directory(data)
+    one_line(run(tmp_path, db, *command), 1, str(db), "is not a SQLite database")
+    assert directory(data) == before
+
+
+def test_a_job_store_on_another_programs_database_is_refused_and_not_changed(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    store = data / "app.db"
+    another_programs_database(store, journal="delete")
+    before = directory(data)
+    (tmp_path / "queuey.toml").write_text(CONFIG)
+    result = queuey(
+        tmp_path,
+        "jobs",
+        env={
+            "QUEUEY_BROKER__URL": f"sqlite:///{tmp_path / 'q.db'}",
+            "QUEUEY_RESULTS__URL": f"sqlite:///{store}",
+        },
+    )
+    one_line(result, 1, str(store), "database of another program", "users")
+    assert directory(data) == before
 
 
 def test_a_file_of_a_newer_queuey_is_refused_saying_so(tmp_path: Path) -> None:

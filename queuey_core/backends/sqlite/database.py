@@ -5,7 +5,8 @@ checking the schema (upgrading an older file in place), the transactions every o
 module runs in, and turning every ``sqlite3`` error into a :class:`SqliteError` whose
 message is one line naming the file and what to do. Must never: create a missing
 directory (a typo in a path would make a new empty queue somewhere), open a database of
-another program or of a newer queuey, or let a ``sqlite3`` exception out.
+another program or of a newer queuey, write a byte to a file before it is recognised as
+a queuey file or an empty one, or let a ``sqlite3`` exception out.
 """
 
 from __future__ import annotations
@@ -227,6 +228,9 @@ class Database:
         except sqlite3.Error as exc:
             raise self.error(exc) from None
         try:
+            # Recognised before anything is written: switching another program's file
+            # to WAL would already change its header, before it is refused.
+            _check_tables(conn, path)
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise SqliteError(f"{path}: cannot use WAL mode (journal_mode is {mode})")

@@ -154,7 +154,7 @@ class Database:
 
     def error(self, exc: sqlite3.Error) -> SqliteError:
         """``exc`` as one line naming the file and what to do."""
-        return SqliteError(f"{self.path}: {explain(exc, self.options.busy_timeout)}")
+        return SqliteError(f"{self.path}: {explain(exc, self.options.busy_timeout, self.path)}")
 
     # -- internals ---------------------------------------------------------------------
 
@@ -312,10 +312,18 @@ _READ_ONLY = (
 )
 
 
-def explain(exc: sqlite3.Error, busy_timeout: float) -> str:
-    """What a ``sqlite3`` error means for a queuey file, in a few words, one line."""
+#: Bytes free under which an I/O error is taken for a full disk: opening a file whose
+#: -shm file is gone makes one of 32 KiB, and SQLite then says only "disk I/O error".
+NEARLY_FULL = 64 * 1024
+
+
+def explain(exc: sqlite3.Error, busy_timeout: float, path: str | None = None) -> str:
+    """What a ``sqlite3`` error means for a queuey file (at ``path``, whose disk is
+    looked at when SQLite says only "disk I/O error"), in a few words, one line."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     lowered = text.lower()
+    if "disk i/o" in lowered and path is not None and _free_bytes(path) < NEARLY_FULL:
+        lowered = "disk is full"
     if "locked" in lowered or "busy" in lowered:
         return (
             f"locked by another process for more than {busy_timeout:g}s "
@@ -334,3 +342,14 @@ def explain(exc: sqlite3.Error, busy_timeout: float) -> str:
     if "malformed" in lowered or "corrupt" in lowered:
         return f"is damaged ({text})"
     return text
+
+
+def _free_bytes(path: str) -> int:
+    """Bytes this process may still write on the file system of ``path`` (root may use
+    the blocks kept for it); a disk that cannot be looked at counts as not full."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return NEARLY_FULL
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return blocks * st.f_frsize

@@ -70,24 +70,27 @@ class Writer:
     # -- queues ------------------------------------------------------------------
 
     def declare(self, queues: Sequence[QueueConfig]) -> None:
-        """Record ``queues``; a queue recorded with other settings is a ConfigError."""
+        """Record ``queues``; a queue recorded with another ``max_priority`` is a
+        ConfigError. Its ``kind`` is recorded as first declared and never compared: a
+        file keeps one copy of every queue, quorum or not (docs/embedded.md)."""
+        recorded: dict[str, QueueInfo] = {}
         with self._db.write() as conn:
             for config in queues:
-                wanted: QueueInfo = (config.max_priority, str(config.kind))
                 found = self.queue_info(config.name, conn)
                 if found is None:
+                    found = (config.max_priority, str(config.kind))
                     conn.execute(
                         "INSERT INTO queuey_queues (name, max_priority, kind) VALUES (?, ?, ?)",
-                        (config.name, *wanted),
+                        (config.name, *found),
                     )
-                elif found != wanted:
+                elif found[0] != config.max_priority:
                     raise ConfigError(
                         f"queue {config.name!r} already exists with other settings "
-                        f"(max_priority={found[0]}, kind={found[1]})"
+                        f"(max_priority={found[0]})"
                     )
+                recorded[config.name] = found
         with self._lock:
-            for config in queues:
-                self._known[config.name] = (config.max_priority, str(config.kind))
+            self._known.update(recorded)
 
     def queue_info(self, name: str, conn: sqlite3.Connection | None = None) -> QueueInfo | None:
         """How ``name`` was declared, or None if it never was (cached once found)."""

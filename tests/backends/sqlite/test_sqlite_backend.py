@@ -7,6 +7,7 @@ Two backends on one file stand for two processes; time is a ManualClock.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -33,6 +34,7 @@ from queuey_core.backends.sqlite import pump
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
+from queuey_core.queues import QueueKind
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 from tests.backends.sqlite.files import WrappedConnection
 from tests.backends.sqlite.files import value_in_file
@@ -256,6 +258,24 @@ def test_one_scheduler_leads_and_another_takes_over_when_it_leaves(
     state.record("nightly", 500)
     assert state.last_fired(["nightly", "never"]) == {"nightly": 1000}
     state.close()
+
+
+def test_a_queues_kind_means_nothing_on_a_file_and_changing_it_is_not_refused(
+    make: Callable[[], SqliteBackend], url: str
+) -> None:
+    # docs/embedded.md: a quorum queue means nothing on a file (it has no replicas),
+    # so a queue set that only changes a queue's kind still opens it.
+    first = make()
+    first.publish(envelope("before"))
+    other = SqliteBackend(url)
+    try:
+        other.declare([dataclasses.replace(Q, kind=QueueKind.QUORUM)])
+        other.publish(envelope("after"))
+        with pytest.raises(ConfigError, match="max_priority=5"):
+            other.declare([dataclasses.replace(Q, name="jobs", max_priority=9)])
+    finally:
+        other.close()
+    assert value_in_file(url, "SELECT count(*) FROM queuey_messages") == 2
 
 
 def test_bad_urls_are_config_errors() -> None:

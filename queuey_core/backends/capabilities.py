@@ -18,6 +18,8 @@ Protocol of its own:
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
 - :class:`SupportsCancellation`: cancels that every worker sees, those that start later
   too, for a retention window (``queuey cancel``);
+- :class:`HoldsLeases`: deliveries are leases kept in shared storage, which a process
+  stopped at once gives back itself (the worker's forced stop);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
   asks :func:`acks_early`, an ``isinstance`` kept per delivery class);
 - :class:`SettlesInProcess`, of a *delivery*: every settle returns without waiting (the
@@ -191,6 +193,20 @@ class Republishes(Protocol):
     @property
     def republished(self) -> int:
         """Messages published again after a lost connection, over the backend's life."""
+
+
+@runtime_checkable
+class HoldsLeases(Protocol):
+    """A backend whose deliveries are leases kept in shared storage (the embedded
+    backend's file), not tied to a connection: a process that ends without giving them
+    back leaves them held until their leases run out, where a broker takes a dead
+    connection's deliveries back at once. A worker stopped at once gives them back
+    through this before it exits."""
+
+    def give_back_now(self, *, timeout: float) -> str:
+        """Stop taking deliveries and give back every one this backend holds, waiting
+        at most ``timeout`` seconds for the storage; what became of them, a phrase for
+        the log ("were given back ...", "stay leased ... for up to ...")."""
 
 
 @runtime_checkable

@@ -37,6 +37,8 @@ logger = logging.getLogger("queuey.worker")
 LOG_FLUSH_LIMIT = 0.25
 #: How long stopping at once waits for cancelled async jobs to end (their ``finally``).
 CANCEL_LIMIT = 0.5
+#: How long stopping at once waits for a backend that holds leases to give them back.
+GIVE_BACK_LIMIT = 1.0
 #: The longest the main loop sleeps between looks at the deadline.
 TICK = 0.2
 
@@ -157,19 +159,27 @@ def run_until_stopped(
 
 
 def stop_now(w: Worker, why: str) -> NoReturn:
-    """Exit at once: unsettled deliveries go back to the broker with the connection.
+    """Exit at once: unsettled deliveries go back to the broker with the connection, or,
+    on a backend that :class:`~queuey_core.backends.capabilities.HoldsLeases` (a SQLite
+    file), are given back by the backend first, within :data:`GIVE_BACK_LIMIT`.
 
     Running ``async def`` jobs are cancelled first and given :data:`CANCEL_LIMIT` to
     end, so their ``finally`` blocks run (threads cannot be). The log lines are given
     :data:`LOG_FLUSH_LIMIT` to be written: a handler stuck on a full pipe must not turn
     "at once" into never.
     """
-    logger.error(
-        "%s: stopping at once; %d unsettled deliveries go back to the broker",
-        why,
-        w.handle.in_flight(),
-    )
+    # Here, not with the module: ``queuey --help`` imports this one, and the
+    # capabilities import pydantic (a running worker has them loaded already).
+    from queuey_core.backends.capabilities import HoldsLeases  # noqa: PLC0415
+
+    in_flight = w.handle.in_flight()
     w.cancel_async_jobs(CANCEL_LIMIT)
+    backend = w.backend
+    if isinstance(backend, HoldsLeases):
+        fate = backend.give_back_now(timeout=GIVE_BACK_LIMIT)
+    else:
+        fate = "go back to the broker with the connection"
+    logger.error("%s: stopping at once; %d unsettled deliveries %s", why, in_flight, fate)
     flushing = threading.Thread(target=logging.shutdown, name="queuey-log-flush", daemon=True)
     flushing.start()
     flushing.join(LOG_FLUSH_LIMIT)

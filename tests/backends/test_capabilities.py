@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import SecretStr
 
@@ -10,6 +12,7 @@ from queuey_core import MissingCapabilityError
 from queuey_core.backends.capabilities import ConnectionReporting
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import EarlyAck
+from queuey_core.backends.capabilities import HoldsLeases
 from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import PublishesEncoded
 from queuey_core.backends.capabilities import Republishes
@@ -24,6 +27,7 @@ from queuey_core.backends.open import OPENERS
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.rabbitmq.delivery import RabbitDelivery
+from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.consumer import SqliteDelivery
 from queuey_core.errors import ConfigError
 from queuey_core.settings import BrokerSettings
@@ -98,3 +102,15 @@ def test_an_unknown_url_scheme_names_the_schemes_known() -> None:
     assert "nosuch://" in message
     for scheme in OPENERS:
         assert f"{scheme}://" in message, f"{scheme} is named among the known schemes"
+
+
+def test_only_the_embedded_backend_holds_leases_a_forced_stop_must_give_back(
+    tmp_path: Path,
+) -> None:
+    sqlite = SqliteBackend(f"sqlite:///{tmp_path}/q.db")
+    try:
+        assert isinstance(sqlite, HoldsLeases)
+    finally:
+        sqlite.close()
+    assert not isinstance(MemoryBackend(), HoldsLeases)
+    assert not isinstance(RabbitMQBackend.__new__(RabbitMQBackend), HoldsLeases)

@@ -27,6 +27,7 @@ from queuey_core.backends.base import ConsumerEnded, Sink, closed_to_publishing
 from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
+    HoldsLeases,
     Inspectable,
     Inspection,
     PublishesEncoded,
@@ -61,6 +62,7 @@ class SqliteBackend(
     SupportsSchedules,
     PublishesEncoded,
     FileCancels,
+    HoldsLeases,
 ):
     """A broker in a file. See the module docstring and docs/embedded.md.
 
@@ -165,17 +167,31 @@ class SqliteBackend(
             sub.end(
                 ConsumerEnded(sub.queue, ConsumerStoppedError(sub.queue, "the backend was closed"))
             )
-        try:
-            with self._db.write() as conn:
-                messages.release(conn, owner=self.owner)
-                conn.execute(
-                    "DELETE FROM queuey_consumers WHERE owner LIKE ?", (f"{self.owner}:%",)
-                )
-                self._control.forget(conn)
-        except BackendError as exc:
+        failed = self._let_go()
+        if failed is not None:
             # The leases run out on their own: nothing is lost, only delayed.
-            logger.warning("could not give back leases on close: %s", exc)
+            logger.warning("could not give back leases on close: %s", failed)
         self._db.close()
+
+    # -- HoldsLeases -----------------------------------------------------------------
+
+    def give_back_now(self, *, timeout: float) -> str:
+        """See :class:`HoldsLeases`: the thread stops claiming and renewing, and one
+        transaction gives every row this backend holds back to the file. Consumers are
+        not ended (the process is on its way out); :meth:`close` still closes."""
+        outcome: list[BackendError | None] = []
+
+        def let_go() -> None:
+            self._pump.stop()
+            outcome.append(self._let_go())
+
+        thread = threading.Thread(target=let_go, name="queuey-sqlite-give-back", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if outcome and outcome[0] is None:
+            return "were given back to the file: any worker can take them at once"
+        why = str(outcome[0]) if outcome else f"the file did not answer within {timeout:g}s"
+        return f"stay leased in the file for up to {self.options.lease:g}s ({why})"
 
     # -- Inspectable -----------------------------------------------------------------
 
@@ -369,6 +385,20 @@ class SqliteBackend(
         self._pump.wake()
 
     # -- internals -------------------------------------------------------------------
+
+    def _let_go(self) -> BackendError | None:
+        """Give back every row this backend holds and drop its records from the file;
+        the error if the file refused (the leases then run out on their own)."""
+        try:
+            with self._db.write() as conn:
+                messages.release(conn, owner=self.owner)
+                conn.execute(
+                    "DELETE FROM queuey_consumers WHERE owner LIKE ?", (f"{self.owner}:%",)
+                )
+                self._control.forget(conn)
+        except BackendError as exc:
+            return exc
+        return None
 
     def _consumers(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
         mine = sum(1 for s in list(self._subs) if s.queue == queue and not s.cancelled)

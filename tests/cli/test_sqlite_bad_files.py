@@ -1,10 +1,12 @@
 """Bad files behind a ``sqlite://`` broker URL, through the installed ``queuey`` script:
 one line on stderr naming the file and what to do, a non-zero exit, never a traceback,
-and never a lost job (what a command said was enqueued is in the file).
+never a lost job (what a command said was enqueued is in the file), and not a byte
+written to a file that is not queuey's (its directory is compared before and after).
 
 A read-only file and a full disk need a file system of their own: a tiny tmpfs,
 mounted when this runs as root (else the read-only case uses file permissions and the
-full-disk case is the library test with ``max_page_count``).
+full-disk cases are skipped, the library test with ``max_page_count`` standing in;
+under CI, which runs as root, they fail instead).
 """
 
 from __future__ import annotations
@@ -152,22 +154,40 @@ def test_a_file_of_a_newer_queuey_is_refused_saying_so(tmp_path: Path) -> None:
     one_line(run(tmp_path, db, "enqueue", "greet", PAYLOAD), 1, "newer queuey", "upgrade queuey")
 
 
-def test_a_locked_database_past_its_timeout_is_not_enqueued_and_loses_nothing(
-    tmp_path: Path,
+#: The commands that write to a queuey file (declaring, enqueueing): what a lock refuses.
+WRITING_COMMANDS = [("enqueue", "greet", PAYLOAD), ("worker", "--burst")]
+
+
+@pytest.mark.parametrize("owner", ["queuey", "another program"])
+def test_a_locked_file_past_its_timeout_is_refused_unchanged_and_loses_nothing(
+    tmp_path: Path, owner: str
 ) -> None:
-    db = tmp_path / "q.db"
-    assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
+    data = tmp_path / "data"
+    data.mkdir()
+    db = data / "q.db"
+    if owner == "queuey":
+        assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
+        commands = WRITING_COMMANDS  # in WAL, a lock holder still lets readers read
+    else:
+        another_programs_database(db, journal="delete")
+        commands = FOREIGN_COMMANDS
+    # Read before the lock and after: closing any descriptor of the file in this
+    # process would let go of the holder's POSIX lock.
+    before = directory(data)
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        result = run(tmp_path, db, "enqueue", "greet", PAYLOAD, query="?busy_timeout=0.2")
+        results = [run(tmp_path, db, *c, query="?busy_timeout=0.2") for c in commands]
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    one_line(result, 1, "locked by another process", "busy_timeout")
-    assert in_file(db) == 1, "the first job is there, the refused one is not"
-    assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
-    assert in_file(db) == 2
+    for result in results:
+        one_line(result, 1, str(db), "locked by another process", "busy_timeout")
+    assert directory(data) == before, "nothing was written while it was locked"
+    if owner == "queuey":
+        assert in_file(db) == 1, "the first job is there, the refused one is not"
+        assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
+        assert in_file(db) == 2
 
 
 @contextlib.contextmanager
@@ -201,28 +221,38 @@ def fill(mount: Path) -> Path:
     return filler
 
 
-def test_a_read_only_file(tmp_path: Path) -> None:
+def test_a_read_only_file_is_refused_unchanged_and_loses_nothing(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         db = tmp_path / "q.db"
-        SqliteBackend(f"sqlite:///{db}").close()
+        assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
         db.chmod(0o444)
         tmp_path.chmod(0o555)
         try:
-            one_line(run_elsewhere(tmp_path, db), 1, "read-only")
+            before = directory(tmp_path)
+            one_line(run_elsewhere(tmp_path, db), 1, str(db), "read-only")
+            assert directory(tmp_path) == before
         finally:
             tmp_path.chmod(0o755)
+        assert in_file(db) == 1
         return
     with tmpfs(tmp_path / "ro", "1m") as mount:
         db = mount / "q.db"
-        SqliteBackend(f"sqlite:///{db}").close()
+        assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
-        one_line(run_elsewhere(tmp_path, db), 1, str(db), "read-only")
+        before = directory(mount)
+        for command in FOREIGN_COMMANDS:
+            one_line(run_elsewhere(tmp_path, db, *command), 1, str(db), "read-only")
+        assert directory(mount) == before
+        # Writable again to read it: a WAL file whose -shm is gone opens only so.
+        subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True)
+        assert in_file(db) == 1, "the job enqueued before is still there"
 
 
-def run_elsewhere(tmp_path: Path, db: Path) -> subprocess.CompletedProcess[str]:
+def run_elsewhere(tmp_path: Path, db: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` (an enqueue if none) run from a directory beside the file's."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return run(work, db, "enqueue", "greet", PAYLOAD)
+    return run(work, db, *(command or ("enqueue", "greet", PAYLOAD)))
 
 
 def test_a_full_disk_refuses_the_job_it_cannot_hold_and_keeps_the_others(

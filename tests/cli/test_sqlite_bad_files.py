@@ -15,6 +15,7 @@ import contextlib
 import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,6 +109,52 @@ def test_a_database_of_another_program_is_refused_and_not_changed(
     result = run(tmp_path, db, *command)
     one_line(result, 1, str(db), "database of another program", "users")
     assert directory(data) == before, "not a byte of another program's file is written"
+
+
+#: Another program that died in the middle of its work: WAL frames never checkpointed
+#: into its file, or a rollback journal (a "hot" one) of a transaction never finished.
+DIED_WRITING = {
+    "wal": """
+import os, sqlite3
+conn = sqlite3.connect("app.db", isolation_level=None)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("PRAGMA wal_autocheckpoint=0")
+conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+conn.execute("INSERT INTO users (name) VALUES ('ada')")
+os._exit(0)
+""",
+    "journal": """
+import os, sqlite3
+conn = sqlite3.connect("app.db", isolation_level=None)
+conn.execute("PRAGMA cache_size=1")
+conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+conn.execute("BEGIN")
+for _ in range(500):
+    conn.execute("INSERT INTO users (name) VALUES (randomblob(500))")
+os._exit(0)
+""",
+}
+
+
+@pytest.mark.parametrize("left", sorted(DIED_WRITING))
+@pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
+def test_another_programs_database_it_died_writing_is_refused_and_not_changed(
+    tmp_path: Path, left: str, command: tuple[str, ...]
+) -> None:
+    # A writable connection that only reads would still write here: on closing, it
+    # checkpoints the WAL into the file; on opening, it rolls the hot journal back.
+    data = tmp_path / "data"
+    data.mkdir()
+    subprocess.run([sys.executable, "-c", DIED_WRITING[left]], cwd=data, check=True)
+    db = data / "app.db"
+    assert (data / f"app.db-{left}").stat().st_size > 0, "it died with its work unfinished"
+    before = directory(data)
+    result = run(tmp_path, db, *command)
+    one_line(result, 1, str(db), "another program")
+    after = directory(data)
+    after.pop("app.db-shm", None)  # the WAL's index, rebuilt by whoever reads it next
+    before.pop("app.db-shm", None)
+    assert after == before, "its file, and the work it left, are as it left them"
 
 
 @pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 
 from queuey_core.backends.sqlite.checkpoints import Checkpointer
@@ -218,6 +219,7 @@ class Database:
             os.path.exists(path) and not os.access(path, os.W_OK)
         ):
             raise SqliteError(f"{path}: {_READ_ONLY}")
+        self._recognise_read_only()
         try:
             conn = sqlite3.connect(
                 path,
@@ -248,6 +250,36 @@ class Database:
             conn.close()
             raise
         return conn
+
+    def _recognise_read_only(self) -> None:
+        """Check the tables of a file left with a WAL or a rollback journal through a
+        read-only connection; refuse another program's.
+
+        A writable connection that only reads still writes to such a file: closing,
+        it checkpoints the WAL into the file; opening, it rolls a hot journal back.
+        Without them (a file no process holds) it writes nothing, and a read-only one
+        would leave -wal and -shm files behind, so it is used only here.
+        """
+        path = self.path
+        if not any(os.path.exists(path + left) for left in ("-wal", "-journal")):
+            return
+        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self.options.busy_timeout)
+        except sqlite3.Error as exc:
+            raise self.error(exc) from None
+        try:
+            _check_tables(conn, path)
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+                raise SqliteError(
+                    f"{path}: has a rollback journal another program left unfinished; "
+                    "it is not a queuey file (queuey's are in WAL mode): give queuey a "
+                    "file of its own"
+                ) from None
+            raise self.error(exc) from None
+        finally:
+            conn.close()
 
 
 def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from queuey_core.backends.base import closed_to_publishing
 from queuey_core.backends.sqlite import dead, messages
 from queuey_core.backends.sqlite.acks import GroupAcks
 from queuey_core.backends.sqlite.database import Database, SqliteError
@@ -194,12 +195,10 @@ class Writer:
                 raise EnqueueUnknownError(
                     str(exc), reason=PublishFailure.LOST, unknown=ids
                 ) from None
+            if self._db.closed:  # closed since the backend's own check
+                raise closed_to_publishing(ids) from None
             raise NotEnqueuedError(
                 str(exc), reason=PublishFailure.REFUSED, not_enqueued=ids
-            ) from None
-        except BackendError as exc:
-            raise NotEnqueuedError(
-                str(exc), reason=PublishFailure.CLOSED, not_enqueued=ids
             ) from None
 
     # -- settling ----------------------------------------------------------------

@@ -34,6 +34,7 @@ from queuey_core.backends.sqlite import pump
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
+from queuey_core.errors import PublishFailure
 from queuey_core.queues import QueueKind
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 from tests.backends.sqlite.files import WrappedConnection
@@ -210,6 +211,20 @@ def test_publish_outcomes_unroutable_not_enqueued_and_unknown(
     with pytest.raises(EnqueueUnknownError) as caught:
         backend.publish(sent)
     assert caught.value.unknown == (sent.job_id,)
+
+
+def test_a_publish_that_meets_the_file_closing_is_not_enqueued_because_closed(
+    make: Callable[[], SqliteBackend],
+) -> None:
+    # The backend's check passed, then its file closed before the write: the same
+    # outcome as a publish on a closed backend, not a refusal of the file's.
+    backend = make()
+    backend._db.close()
+    sent = envelope()
+    with pytest.raises(NotEnqueuedError, match="closed") as caught:
+        backend.publish(sent)
+    assert caught.value.reason is PublishFailure.CLOSED
+    assert caught.value.not_enqueued == (sent.job_id,)
 
 
 class InterruptedCommit(WrappedConnection):

@@ -96,19 +96,38 @@ FOREIGN_COMMANDS = [
 ]
 
 
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """A directory for the file alone (the commands run in ``tmp_path``)."""
+    made = tmp_path / "data"
+    made.mkdir()
+    return made
+
+
+def refused_unchanged(
+    cwd: Path, db: Path, command: tuple[str, ...], *words: str, index: bool = True
+) -> None:
+    """``command`` on ``db`` says one line naming it and ``words``, and leaves every
+    byte of its directory as it was (but the WAL's index, the -shm file, unless
+    ``index``: it is rebuilt by whoever reads the WAL next)."""
+    where = db.parent
+    before = directory(where)
+    one_line(run(cwd, db, *command), 1, str(db), *words)
+    after = directory(where)
+    if not index:
+        before.pop(f"{db.name}-shm", None)
+        after.pop(f"{db.name}-shm", None)
+    assert after == before, "not a byte of a file that is not queuey's is written"
+
+
 @pytest.mark.parametrize("journal", ["delete", "wal"])
 @pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
 def test_a_database_of_another_program_is_refused_and_not_changed(
-    tmp_path: Path, journal: str, command: tuple[str, ...]
+    tmp_path: Path, data: Path, journal: str, command: tuple[str, ...]
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
     db = data / "app.db"
     another_programs_database(db, journal=journal)
-    before = directory(data)
-    result = run(tmp_path, db, *command)
-    one_line(result, 1, str(db), "database of another program", "users")
-    assert directory(data) == before, "not a byte of another program's file is written"
+    refused_unchanged(tmp_path, db, command, "database of another program", "users")
 
 
 #: Another program that died in the middle of its work: WAL frames never checkpointed
@@ -139,42 +158,28 @@ os._exit(0)
 @pytest.mark.parametrize("left", sorted(DIED_WRITING))
 @pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
 def test_another_programs_database_it_died_writing_is_refused_and_not_changed(
-    tmp_path: Path, left: str, command: tuple[str, ...]
+    tmp_path: Path, data: Path, left: str, command: tuple[str, ...]
 ) -> None:
     # A writable connection that only reads would still write here: on closing, it
     # checkpoints the WAL into the file; on opening, it rolls the hot journal back.
-    data = tmp_path / "data"
-    data.mkdir()
     subprocess.run([sys.executable, "-c", DIED_WRITING[left]], cwd=data, check=True)
     db = data / "app.db"
     assert (data / f"app.db-{left}").stat().st_size > 0, "it died with its work unfinished"
-    before = directory(data)
-    result = run(tmp_path, db, *command)
-    one_line(result, 1, str(db), "another program")
-    after = directory(data)
-    after.pop("app.db-shm", None)  # the WAL's index, rebuilt by whoever reads it next
-    before.pop("app.db-shm", None)
-    assert after == before, "its file, and the work it left, are as it left them"
+    refused_unchanged(tmp_path, db, command, "another program", index=False)
 
 
 @pytest.mark.parametrize("command", FOREIGN_COMMANDS, ids=lambda c: c[0])
 def test_a_file_that_is_not_a_database_is_refused_and_not_changed(
-    tmp_path: Path, command: tuple[str, ...]
+    tmp_path: Path, data: Path, command: tuple[str, ...]
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
     db = data / "notes.db"
     db.write_bytes(b"hello, I am a text file\n" * 200)
-    before = directory(data)
-    one_line(run(tmp_path, db, *command), 1, str(db), "is not a SQLite database")
-    assert directory(data) == before
+    refused_unchanged(tmp_path, db, command, "is not a SQLite database")
 
 
 def test_a_job_store_on_another_programs_database_is_refused_and_not_changed(
-    tmp_path: Path,
+    tmp_path: Path, data: Path
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
     store = data / "app.db"
     another_programs_database(store, journal="delete")
     before = directory(data)
@@ -207,10 +212,8 @@ WRITING_COMMANDS = [("enqueue", "greet", PAYLOAD), ("worker", "--burst")]
 
 @pytest.mark.parametrize("owner", ["queuey", "another program"])
 def test_a_locked_file_past_its_timeout_is_refused_unchanged_and_loses_nothing(
-    tmp_path: Path, owner: str
+    tmp_path: Path, data: Path, owner: str
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
     db = data / "q.db"
     if owner == "queuey":
         assert run(tmp_path, db, "enqueue", "greet", PAYLOAD).returncode == 0

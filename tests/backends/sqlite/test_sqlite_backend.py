@@ -134,6 +134,39 @@ def test_a_live_worker_renews_its_leases(
     got_first.items[0].ack()
 
 
+def test_giving_back_at_once_frees_the_jobs_held_or_says_how_long_they_stay_leased(
+    make: Callable[[], SqliteBackend], url: str
+) -> None:
+    # What a worker stopped at once asks of the file (HoldsLeases), before os._exit.
+    backend = make()
+    backend.publish(envelope())
+    got = Got()
+    backend.consume(Q, got)
+    wait(lambda: len(got) == 1)
+    holder = sqlite3.connect(parse_url(url).path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        said = backend.give_back_now(timeout=0.3)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert said.startswith("stay leased in the file for up to 2s ("), said
+    assert leased(url) == 1, "the file was locked: the lease runs out on its own"
+    said = backend.give_back_now(timeout=5)
+    assert said == "were given back to the file: any worker can take them at once"
+    assert leased(url) == 0
+    other = make()
+    again = Got()
+    other.consume(Q, again)
+    wait(lambda: len(again) == 1)
+    assert again.items[0].redelivered
+    again.items[0].ack()
+
+
+def leased(url: str) -> int:
+    return value_in_file(url, "SELECT count(*) FROM queuey_messages WHERE lease_owner IS NOT NULL")
+
+
 def lease_expires(url: str) -> int:
     return value_in_file(url, "SELECT max(lease_expires) FROM queuey_messages")
 

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from queuey_core.backends.sqlite.database import Database
+from queuey_core.backends.sqlite.database import Database, explain
 from queuey_core.backends.sqlite.options import parse_url
 from queuey_core.errors import BackendError, ConfigError, JobStoreError
 from queuey_core.results import sql
@@ -34,6 +34,7 @@ class SqliteJobStore:
         self, path: str, *, retention: float = DEFAULT_RETENTION, busy_timeout: float = 5.0
     ) -> None:
         self.path = path
+        self._busy_timeout = busy_timeout
         self._retention_ms = int(retention * 1000)
         self._lock = threading.Lock()
         self._written = 0
@@ -52,7 +53,14 @@ class SqliteJobStore:
                 for statement in sql.ddl(_DIALECT, serial="INTEGER PRIMARY KEY"):
                     execute(statement, ())
         except sqlite3.Error as exc:
-            raise JobStoreError(f"job store {self.path}: {exc}") from None
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> JobStoreError:
+        """``exc`` in one line naming the file and what to do, as the embedded
+        backend says it (a lock held too long, a full disk...)."""
+        return JobStoreError(
+            f"job store {self.path}: {explain(exc, self._busy_timeout, self.path)}"
+        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sql.Execute]:
@@ -92,7 +100,7 @@ class SqliteJobStore:
                     sql.expire(execute, _DIALECT, _now_ms() - self._retention_ms)
             self._written += len(events)
         except sqlite3.Error as exc:
-            raise JobStoreError(f"job store {self.path}: {exc}") from None
+            raise self._error(exc) from None
 
     def get(self, job_id: uuid.UUID | str) -> JobRecord | None:
         """The record of ``job_id``, or None."""
@@ -100,7 +108,7 @@ class SqliteJobStore:
             with self._reading() as execute:
                 return sql.get(execute, _DIALECT, str(job_id))
         except sqlite3.Error as exc:
-            raise JobStoreError(f"job store {self.path}: {exc}") from None
+            raise self._error(exc) from None
 
     def search(
         self,
@@ -128,12 +136,15 @@ class SqliteJobStore:
                     offset=offset,
                 )
         except sqlite3.Error as exc:
-            raise JobStoreError(f"job store {self.path}: {exc}") from None
+            raise self._error(exc) from None
 
     def expire_now(self) -> None:
         """Delete what is past the retention now (expiry otherwise runs with writes)."""
-        with self._transaction() as execute:
-            sql.expire(execute, _DIALECT, _now_ms() - self._retention_ms)
+        try:
+            with self._transaction() as execute:
+                sql.expire(execute, _DIALECT, _now_ms() - self._retention_ms)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
 
     @property
     def closed(self) -> bool:

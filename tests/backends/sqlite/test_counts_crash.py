@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import counts
 
+from .files import spawned
 from .test_processes import entries
 from .test_processes import runs_by
 from .test_processes import wait
@@ -37,18 +36,8 @@ def test_counts_stay_exact_after_every_process_on_the_file_is_killed(tmp_path: P
     url = f"sqlite:///{tmp_path}/q.db?lease=2"
     ledger, ids = tmp_path / "ledger", tmp_path / "ids"
     ledger.touch()
-    root = Path(__file__).resolve().parents[3]
-
-    def spawn(*args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
-            cwd=root,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    workers = [spawn("worker", url, str(ledger)) for _ in range(2)]
-    producer = spawn("produce", url, str(ids), "100000")
+    workers = [spawned("worker", url, str(ledger)) for _ in range(2)]
+    producer = spawned("produce", url, str(ids), "100000")
     everyone = [*workers, producer]
     try:
         wait(

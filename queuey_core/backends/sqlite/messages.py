@@ -1,10 +1,10 @@
 """The SQL of ``queuey_messages``: insert, claim, renew, release, settle.
 
 Every function runs inside a transaction the caller opened (:meth:`Database.write` or
-:meth:`Database.read`); none commits. Owns: the rows' lifecycle (what "ready", "leased"
-and "held" mean, and their counts, are :mod:`.counts`'). Must never: claim a row leased
-by a live owner (a lease not yet expired), or claim back a row of the claimer's own (its
-process still holds that delivery).
+:meth:`Database.read`); none commits. Owns: a row's way from insert to delete (what
+"ready", "leased" and "held" mean, and their counts, belong to :mod:`.counts`). Must
+never: claim a row leased by a live owner (a lease not yet expired), or claim back a row
+of the claimer's own (its process still holds that delivery).
 """
 
 from __future__ import annotations

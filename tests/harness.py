@@ -229,7 +229,7 @@ class RecordingSqlite(Recording):
         return self.sqlite.counts([queue])[queue][0].ready
 
     def deferred(self, queue: str) -> int:
-        return self.sqlite.counts([queue])[queue][0].held_deferrals
+        return self.sqlite.held_deferrals(queue)
 
     def consumer_count(self, queue: str) -> int:
         return self.sqlite.counts([queue])[queue][1]

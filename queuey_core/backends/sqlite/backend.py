@@ -35,7 +35,8 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     SupportsSchedules,
 )
-from queuey_core.backends.sqlite import dead, messages
+from queuey_core.backends.sqlite import counts as tally
+from queuey_core.backends.sqlite import messages
 from queuey_core.backends.sqlite.cancels import FileCancels
 from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscription
 from queuey_core.backends.sqlite.control import SqliteControl
@@ -196,31 +197,28 @@ class SqliteBackend(
     # -- Inspectable -----------------------------------------------------------------
 
     def inspect(self, names: Sequence[str]) -> Inspection:
-        """See :meth:`Inspectable.inspect`; ``held`` is what waits for its delay."""
+        """See :meth:`Inspectable.inspect`; ``held`` is what waits for its delay. One
+        read of the counts tables (see :mod:`.counts` for what it costs)."""
         found: dict[str, QueueCounts | None] = {}
-        counts = self.counts(names)
-        for name in names:
-            c = counts.get(name)
-            found[name] = None if c is None else QueueCounts(c[0].ready, c[1], c[2])
         with self._db.read() as conn:
-            held = messages.held_total(conn, now=self._clock.wall_ms())
-        return Inspection(found, held)
+            every = tally.counted(conn, now=self._clock.wall_ms())
+            looked = self._looked(conn, names, every)
+        for name in names:
+            c = looked.get(name)
+            found[name] = None if c is None else QueueCounts(c[0].ready, c[1], c[2])
+        return Inspection(found, sum(c.held for c in every.values()))
 
-    def counts(self, names: Sequence[str]) -> dict[str, tuple[messages.Counts, int, int]]:
+    def counts(self, names: Sequence[str]) -> dict[str, tuple[tally.Counts, int, int]]:
         """For each declared queue of ``names``: its counts (ready, leased, held), its
         live consumers and its dead letters."""
-        now = self._clock.wall_ms()
-        result: dict[str, tuple[messages.Counts, int, int]] = {}
         with self._db.read() as conn:
-            for name in names:
-                if self._writer.queue_info(name, conn) is None:
-                    continue
-                result[name] = (
-                    messages.counts(conn, name, now=now),
-                    self._consumers(conn, name, now),
-                    dead.count(conn, name),
-                )
-        return result
+            return self._looked(conn, names, tally.counted(conn, now=self._clock.wall_ms()))
+
+    def held_deferrals(self, queue: str) -> int:
+        """How many held jobs of ``queue`` are deferrals (O(held): see
+        :func:`.counts.held_deferrals`)."""
+        with self._db.read() as conn:
+            return tally.held_deferrals(conn, queue, now=self._clock.wall_ms())
 
     # -- SupportsControl -------------------------------------------------------------
 
@@ -399,6 +397,22 @@ class SqliteBackend(
         except BackendError as exc:
             return exc
         return None
+
+    def _looked(
+        self, conn: sqlite3.Connection, names: Sequence[str], every: dict[str, tally.Counts]
+    ) -> dict[str, tuple[tally.Counts, int, int]]:
+        """The declared queues of ``names``: their counts in ``every`` (none yet: all 0),
+        live consumers and dead letters."""
+        now = self._clock.wall_ms()
+        return {
+            name: (
+                every.get(name, tally.Counts(0, 0, 0)),
+                self._consumers(conn, name, now),
+                tally.dead_letters(conn, name),
+            )
+            for name in names
+            if self._writer.queue_info(name, conn) is not None
+        }
 
     def _consumers(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
         mine = sum(1 for s in list(self._subs) if s.queue == queue and not s.cancelled)

@@ -29,10 +29,12 @@ logger = logging.getLogger(__name__)
 #: commit writes 3-4 pages to the WAL, so this is about SQLite's own 1,000 pages; a
 #: worker under load reaches it a few times a second, an idle one never.
 EVERY_COMMITS = 250
-#: Rows the backend's commits inserted, changed or deleted between two checkpoints: a
+#: Rows the backend's commits inserted, changed or deleted between two checkpoints
+#: (SQLite's ``total_changes``, which counts what triggers change too: a job enqueued
+#: or settled is two, its row and its queue's count, see :mod:`.counts`): 5,000 jobs, a
 #: few megabytes of WAL for jobs of a few hundred bytes, so that large batches do not
 #: grow it for 250 commits.
-EVERY_ROWS = 5000
+EVERY_ROWS = 10_000
 
 
 class Checkpointer:

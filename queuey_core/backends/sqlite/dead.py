@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, UndecodableDeadLetter
 from queuey_core.backends.dead_letter_query import EVERYTHING, DeadLetterFilter, ascii_lower
+from queuey_core.backends.sqlite import counts
 from queuey_core.envelope import Envelope
 from queuey_core.errors import DecodeError
 from queuey_core.text import ascii_printable, body_preview
@@ -90,7 +91,10 @@ def listed(
 
 
 def counted(conn: sqlite3.Connection, queue: str, wanted: DeadLetterFilter) -> int:
-    """How many dead letters of ``queue`` ``wanted`` keeps."""
+    """How many dead letters of ``queue`` ``wanted`` keeps: every one is one row of the
+    counts (:mod:`.counts`), a filter reads the queue's dead letters."""
+    if wanted.everything:
+        return counts.dead_letters(conn, queue)
     cond, params = where(queue, wanted)
     return int(conn.execute(f"SELECT count(*) FROM queuey_dead WHERE {cond}", params).fetchone()[0])
 
@@ -205,13 +209,6 @@ def delete(conn: sqlite3.Connection, queue: str, handles: Sequence[str]) -> int:
 def purge(conn: sqlite3.Connection, queue: str) -> int:
     """Delete every dead letter of ``queue``; how many."""
     return conn.execute("DELETE FROM queuey_dead WHERE queue = ?", (queue,)).rowcount
-
-
-def count(conn: sqlite3.Connection, queue: str) -> int:
-    """How many dead letters ``queue`` has."""
-    return int(
-        conn.execute("SELECT count(*) FROM queuey_dead WHERE queue = ?", (queue,)).fetchone()[0]
-    )
 
 
 def _delete_ids(conn: sqlite3.Connection, ids: list[int]) -> None:

@@ -1,9 +1,10 @@
-"""The SQL of ``queuey_messages``: insert, claim, renew, release, settle, count.
+"""The SQL of ``queuey_messages``: insert, claim, renew, release, settle.
 
 Every function runs inside a transaction the caller opened (:meth:`Database.write` or
-:meth:`Database.read`); none commits. Owns: what "ready", "leased" and "held" mean in
-SQL. Must never: claim a row leased by a live owner (a lease not yet expired), or
-claim back a row of the claimer's own (its process still holds that delivery).
+:meth:`Database.read`); none commits. Owns: a row's way from insert to delete (what
+"ready", "leased" and "held" mean, and their counts, belong to :mod:`.counts`). Must
+never: claim a row leased by a live owner (a lease not yet expired), or claim back a row
+of the claimer's own (its process still holds that delivery).
 """
 
 from __future__ import annotations
@@ -149,40 +150,6 @@ def take_many(conn: sqlite3.Connection, row_ids: Sequence[int], *, owner: str) -
         )
         taken += cur.rowcount
     return taken
-
-
-class Counts(NamedTuple):
-    """What one queue holds now: ready, leased (running), held (delayed)."""
-
-    ready: int
-    leased: int
-    held: int
-    held_deferrals: int
-
-
-def counts(conn: sqlite3.Connection, queue: str, *, now: int) -> Counts:
-    """How many rows of ``queue`` are ready, leased by a live owner, and held."""
-    row = conn.execute(
-        """SELECT
-             coalesce(sum(available_at <= :now
-                          AND (lease_owner IS NULL OR lease_expires < :now)), 0),
-             coalesce(sum(lease_owner IS NOT NULL AND lease_expires >= :now), 0),
-             coalesce(sum(available_at > :now AND lease_owner IS NULL), 0),
-             coalesce(sum(available_at > :now AND lease_owner IS NULL AND deferral), 0)
-           FROM queuey_messages WHERE queue = :queue""",
-        {"now": now, "queue": queue},
-    ).fetchone()
-    return Counts(*(int(v) for v in row))
-
-
-def held_total(conn: sqlite3.Connection, *, now: int) -> int:
-    """Rows of every queue waiting for their delay."""
-    return int(
-        conn.execute(
-            "SELECT count(*) FROM queuey_messages WHERE available_at > ? AND lease_owner IS NULL",
-            (now,),
-        ).fetchone()[0]
-    )
 
 
 def _chunks(ids: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:

@@ -8,14 +8,18 @@ Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 ``available_at`` in the future, a claim is a lease owner and expiry), ``queuey_dead``
 (dead letters, with the information RabbitMQ's ``x-queuey-*`` headers carry),
 ``queuey_queues`` (declared queues), ``queuey_consumers`` (who consumes what, for
-counts), the control channel (``queuey_control_*``) and the scheduler's
-(``queuey_schedule_ticks``, ``queuey_leader``). A job's W3C trace context is kept beside
-its body (``traceparent``, ``tracestate``: NULL when untraced), never in it.
+counts), the counts of jobs and dead letters (``queuey_counts``, ``queuey_dead_counts``:
+kept by triggers, see :mod:`.counts`), the control channel (``queuey_control_*``) and
+the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``). A job's W3C trace
+context is kept beside its body (``traceparent``, ``tracestate``: NULL when untraced),
+never in it.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+from queuey_core.backends.sqlite import counts
+
+SCHEMA_VERSION = 3
 
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE queuey_schema (version INTEGER NOT NULL)",
@@ -89,6 +93,7 @@ SCHEMA: tuple[str, ...] = (
         owner TEXT NOT NULL,
         expires_at INTEGER NOT NULL
     )""",
+    *counts.SCHEMA,
 )
 
 #: What turns a file of version ``v - 1`` into version ``v``: the statements of key ``v``.
@@ -101,4 +106,6 @@ UPGRADES: dict[int, tuple[str, ...]] = {
         for table in ("queuey_messages", "queuey_dead")
         for column in ("traceparent", "tracestate")
     ),
+    # Version 3: counts kept by triggers (issue 41), filled in once from the rows.
+    3: counts.SCHEMA + counts.FILL,
 }

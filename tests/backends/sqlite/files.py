@@ -1,13 +1,16 @@
 """What the embedded backend's unit tests share: a backend with its queues declared, a
 job's envelope, the rows a file holds (read through a connection of the test's own),
-and a connection to wrap."""
+a connection to wrap, and the processes of procs.py."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from queuey_core import Envelope
@@ -62,3 +65,14 @@ class WrappedConnection:
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         return self._inner.execute(sql, *args)
+
+
+def spawned(*args: str) -> subprocess.Popen[bytes]:
+    """``python -m tests.backends.sqlite.procs ARGS`` (a worker or a producer on a file,
+    see procs.py), run from the repository's root, its output discarded."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
+        cwd=Path(__file__).resolve().parents[3],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

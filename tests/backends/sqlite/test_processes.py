@@ -10,8 +10,6 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from queuey_core.backends.sqlite import SqliteBackend
+
+from .files import spawned
 
 pytestmark = pytest.mark.processes
 
@@ -29,18 +29,8 @@ def test_three_workers_two_producers_and_a_kill_9_balance_the_books(tmp_path: Pa
     url = f"sqlite:///{tmp_path}/q.db?lease=1"
     ledger, ids = tmp_path / "ledger", tmp_path / "ids"
     ledger.touch()
-    root = Path(__file__).resolve().parents[3]
-
-    def spawn(*args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
-            cwd=root,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    workers = [spawn("worker", url, str(ledger)) for _ in range(3)]
-    producers = [spawn("produce", url, str(ids), str(JOBS_PER_PRODUCER)) for _ in range(2)]
+    workers = [spawned("worker", url, str(ledger)) for _ in range(3)]
+    producers = [spawned("produce", url, str(ids), str(JOBS_PER_PRODUCER)) for _ in range(2)]
     victim = workers[0]
     try:
         wait(lambda: runs_by(ledger).get(victim.pid, 0) >= 10, "the victim ran 10 jobs")

@@ -114,7 +114,8 @@ def test_a_dead_workers_lease_expires_and_another_claims_it_flagged_redelivered(
         got_first.items[0].ack()
     assert got_first.items[0].is_stale()
     again.ack()
-    assert second.counts([Q.name])[Q.name][0] == (0, 0, 0, 0)
+    assert second.counts([Q.name])[Q.name][0] == (0, 0, 0)
+    assert second.held_deferrals(Q.name) == 0
 
 
 def test_a_live_worker_renews_its_leases(

@@ -10,20 +10,15 @@ names. Must never: reorder dead letters, or requeue one that is not an envelope.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 
-from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
-    DeadLetter,
-    DeadLetterPage,
-    DeadLetterTools,
-)
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, page_of
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLetterWindow
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
 from queuey_core.backends.memory_queue import MemoryQueue, with_positions
 from queuey_core.envelope import Envelope
 
 
-class MemoryDeadLetters(DeadLetterTools):
+class MemoryDeadLetters(DeadLetterReads):
     """Dead-letter tools over the backend's queues; see the module docstring."""
 
     _lock: threading.RLock
@@ -39,38 +34,16 @@ class MemoryDeadLetters(DeadLetterTools):
     ) -> None:
         raise NotImplementedError  # the backend's
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
+    def _window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        """See :meth:`DeadLetterReads._window`: a snapshot taken at the call (a list of
+        the letters the backend holds anyway, not copies of them)."""
         with self._lock:
             dead = with_positions(self._queue(queue).dead)
-        return dead if limit is None else dead[:limit]
-
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`."""
-        return page_of(
-            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
-        )
-
-    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`."""
-        return next((d for d in self.iter_dead_letters(queue) if d.handle == handle), None)
-
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`: a snapshot taken at the call."""
-        wanted = DeadLetterFilter(job_type, reason)
-        with self._lock:
-            dead = with_positions(self._queue(queue).dead)
-        return (d for d in dead if wanted.keeps(d))
+        kept = (d for d in dead if wanted.keeps(d))
+        total = len(dead) if wanted.everything else None
+        return DeadLetterWindow(cut(kept, offset, limit, total=total), offset=offset, limit=limit)
 
     def requeue_dead_letters(
         self,

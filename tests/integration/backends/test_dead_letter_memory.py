@@ -92,10 +92,14 @@ def fill_sqlite(db: Path, queue: str) -> list[str]:
     return ids
 
 
-def listed(config: Path, queue: str, out: Path) -> tuple[int, float, float, str]:
-    """``dlq list --json --limit N`` into ``out``: its exit code, peak RSS (MB), wall
-    seconds, stderr. Through /usr/bin/time, which forks it: Linux keeps a process's
-    peak across exec, so one forked from this process would report at least this size."""
+def listed_all(tmp_path: Path, url: str, queue: str, ids: list[str]) -> str:
+    """``dlq list --json --limit N`` of ``queue`` on ``url`` as its own process: every
+    one of ``ids`` listed, in order, under :data:`PEAK_MB`; its figures. Through
+    /usr/bin/time, which forks it: Linux keeps a process's peak across exec, so one
+    forked from this process would report at least this process's size."""
+    config = tmp_path / "queuey.toml"
+    config.write_text(f'[broker]\nurl = "{url}"\n\n[queues.{queue}]\nprefetch = 10\n')
+    out = tmp_path / "out.json"
     command = [QUEUEY, "--config", str(config), "dlq", "list", "--queue", queue, "--json"]
     started = time.monotonic()
     with out.open("wb") as sink:
@@ -110,7 +114,11 @@ def listed(config: Path, queue: str, out: Path) -> tuple[int, float, float, str]
     wall = time.monotonic() - started
     lines = done.stderr.decode().strip().splitlines()
     peak = int(lines.pop().split()[-1]) / 1024 if lines and "maxrss-kb" in lines[-1] else -1.0
-    return done.returncode, peak, wall, "\n".join(lines)
+    assert done.returncode == 0, "\n".join(lines)
+    got = [d["job_id"] for d in json.loads(out.read_bytes())]
+    assert got == ids, "all of them, in the order they died"
+    assert peak < PEAK_MB, f"peak {peak:.0f} MB listing {N:,}"
+    return f"dlq list --json --limit {N:,}: {wall:.1f} s, {peak:.0f} MB"
 
 
 @pytest.fixture
@@ -123,15 +131,8 @@ def test_listing_100000_on_rabbitmq_streams_in_bounded_memory_and_keeps_them_all
 ) -> None:
     require_broker()
     ids = fill_rabbit(queue)
-    config = tmp_path / "queuey.toml"
-    config.write_text(f'[broker]\nurl = "{AMQP_URL}"\n\n[queues.{queue}]\nprefetch = 10\n')
     try:
-        code, peak, wall, err = listed(config, queue, tmp_path / "out.json")
-        assert code == 0, err
-        got = [d["job_id"] for d in json.loads((tmp_path / "out.json").read_bytes())]
-        assert got == ids, "all of them, in the order they died"
-        assert peak < PEAK_MB, f"peak {peak:.0f} MB listing {N:,}"
-        figures.append(f"dlq list --json --limit {N:,} (RabbitMQ): {wall:.1f} s, {peak:.0f} MB")
+        figures.append(f"{listed_all(tmp_path, AMQP_URL, queue, ids)} (RabbitMQ)")
         backend = RabbitMQBackend(AMQP_URL)
         try:
             first = backend.dead_letter_page(queue, limit=100)
@@ -150,14 +151,7 @@ def test_listing_100000_on_sqlite_streams_in_bounded_memory(
 ) -> None:
     db = tmp_path / "q.db"
     ids = fill_sqlite(db, queue)
-    config = tmp_path / "queuey.toml"
-    config.write_text(f'[broker]\nurl = "sqlite:///{db}"\n\n[queues.{queue}]\nprefetch = 10\n')
-    code, peak, wall, err = listed(config, queue, tmp_path / "out.json")
-    assert code == 0, err
-    got = [d["job_id"] for d in json.loads((tmp_path / "out.json").read_bytes())]
-    assert got == ids, "all of them, in the order they died"
-    assert peak < PEAK_MB, f"peak {peak:.0f} MB listing {N:,}"
-    figures.append(f"dlq list --json --limit {N:,} (SQLite): {wall:.1f} s, {peak:.0f} MB")
+    figures.append(f"{listed_all(tmp_path, f'sqlite:///{db}', queue, ids)} (SQLite)")
     backend = SqliteBackend(f"sqlite:///{db}")
     try:
         assert backend.dead_letter_page(queue, limit=1).total == N

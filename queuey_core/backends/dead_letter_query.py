@@ -13,7 +13,7 @@ of what it walks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 from queuey_core.backends.capabilities import (
@@ -112,8 +112,46 @@ def page_of(letters: Iterable[AnyDeadLetter], offset: int, limit: int) -> DeadLe
 
 
 class DeadLetterReads(DeadLetterTools):
-    """The reads of :class:`DeadLetterTools`, once for every backend, out of its
-    :meth:`_window`; the moves (requeue, delete, purge) are each backend's own."""
+    """:class:`DeadLetterTools` once for every backend: the reads out of its
+    :meth:`_window`, the moves through :meth:`_requeue`, :meth:`_delete` and
+    :meth:`_purge`, which are each backend's own."""
+
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
+    ) -> int:
+        """Requeue those ids (distinct, sorted; None: all). The backend's."""
+        raise NotImplementedError
+
+    def _delete(self, queue: str, handles: list[str]) -> int:
+        """Delete those handles (distinct, sorted). The backend's."""
+        raise NotImplementedError
+
+    def _purge(self, queue: str) -> int:
+        """Delete them all; how many. The backend's."""
+        raise NotImplementedError
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :meth:`DeadLetterTools.requeue_dead_letters`."""
+        return self._requeue(queue, None if job_ids is None else sorted(set(job_ids)), progress)
+
+    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+        """See :meth:`DeadLetterTools.delete_dead_letters`."""
+        return self._delete(queue, sorted(set(handles)))
+
+    def purge_dead_letters(
+        self, queue: str, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """See :meth:`DeadLetterTools.purge_dead_letters`: the progress once, at the end."""
+        purged = self._purge(queue)
+        if progress is not None:
+            progress(purged)
+        return purged
 
     def _window(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None

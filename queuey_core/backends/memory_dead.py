@@ -10,7 +10,7 @@ names. Must never: reorder dead letters, or requeue one that is not an envelope.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLetterWindow
 from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
@@ -45,12 +45,8 @@ class MemoryDeadLetters(DeadLetterReads):
         total = len(dead) if wanted.everything else None
         return DeadLetterWindow(cut(kept, offset, limit, total=total), offset=offset, limit=limit)
 
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
         wanted = None if job_ids is None else set(job_ids)
@@ -72,7 +68,7 @@ class MemoryDeadLetters(DeadLetterReads):
             progress(moved)
         return moved
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`."""
         wanted = set(handles)
         with self._lock:
@@ -86,14 +82,10 @@ class MemoryDeadLetters(DeadLetterReads):
             q.dead = keep
             return deleted
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`."""
         with self._lock:
             q = self._queue(queue)
             purged = len(q.dead)
             q.dead = []
-        if progress is not None:
-            progress(purged)
         return purged

@@ -72,23 +72,17 @@ class FakeBroker(DeadLetterReads):
         mine = [d for d in self.dead if d.envelope.queue == queue and wanted.keeps(d)]
         return DeadLetterWindow(cut(mine, offset, limit), offset=offset, limit=limit)
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         doomed = [d for d in self.dead if d.envelope.queue == queue and d.handle in handles]
         self.dead = [d for d in self.dead if d not in doomed]
         return len(doomed)
 
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         return 0
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         purged = [d for d in self.dead if d.envelope.queue == queue]
         self.dead = [d for d in self.dead if d not in purged]
         return len(purged)

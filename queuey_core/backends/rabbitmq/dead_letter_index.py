@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
@@ -180,40 +180,30 @@ class IndexedDeadLetters:
         found = self.table.find(queue, handle)
         return None if found is None else letter_of(found)
 
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: claimed, published in an
         AMQP transaction, deleted, :data:`BATCH` at a time. Every row of a job id goes
         (a job can have died twice)."""
         self.import_pending(queue)
-        wanted = None if job_ids is None else sorted(set(job_ids))
-        move = self._requeue(queue, wanted, progress)
+        move = self._requeue(queue, job_ids, progress)
         return self._admin.run(lambda ch: self._locked(ch, queue, move, requeue=True))
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: one DELETE."""
         self.import_pending(queue)
         return self._admin.run(
             lambda ch: self._locked(ch, queue, lambda _ch: self.table.delete(queue, handles))
         )
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one DELETE and one
         ``queue.purge`` of ``<queue>.dlq`` (nothing there is worth importing first)."""
 
         def purge(ch: BlockingChannel) -> int:
             gone = self.table.purge(queue)
-            gone += int(ch.queue_purge(topology.dead_letter_name(queue)).method.message_count)
-            if progress is not None:
-                progress(gone)
-            return gone
+            return gone + int(ch.queue_purge(topology.dead_letter_name(queue)).method.message_count)
 
         return self._admin.run(lambda ch: self._locked(ch, queue, purge))
 

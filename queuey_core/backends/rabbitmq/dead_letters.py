@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
 
 import pika.exceptions
@@ -242,12 +242,8 @@ class RabbitDeadLetters(DeadLetterReads):
 
         return self._admin.run(_locked(queue, work))
 
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters` and :func:`moves.requeue`:
         published and removed in the same transaction, :data:`moves.BATCH` at a time.
@@ -257,33 +253,28 @@ class RabbitDeadLetters(DeadLetterReads):
         names, if that exists now.
         """
         if (index := self._indexed(queue)) is not None:
-            return index.requeue_dead_letters(queue, job_ids, progress=progress)
+            return index.requeue(queue, job_ids, progress)
         wanted = None if job_ids is None else set(job_ids)
         return self._admin.run(
             _locked(queue, lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at))
         )
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
         if (index := self._indexed(queue)) is not None:
-            return index.delete_dead_letters(queue, handles)
+            return index.delete(queue, handles)
         return self._admin.run(
             _locked(queue, lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
         )
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one ``queue.purge``."""
         if (index := self._indexed(queue)) is not None:
-            return index.purge_dead_letters(queue, progress=progress)
+            return index.purge(queue)
         frame = self._admin.run(
             _locked(queue, lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         )
-        purged = int(frame.method.message_count)
-        if progress is not None:
-            progress(purged)
-        return purged
+        return int(frame.method.message_count)
 
 
 def _window_of_pass(

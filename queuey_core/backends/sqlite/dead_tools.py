@@ -12,7 +12,7 @@ that is not an envelope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterWindow
 from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
@@ -73,12 +73,8 @@ class SqliteDeadLetters(DeadLetterReads):
             hit = dead.found(conn, queue, handle)
         return None if hit is None else hit[1]
 
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay; chosen
         ids in one transaction, all in transactions of :data:`BATCH` rows."""
@@ -103,17 +99,12 @@ class SqliteDeadLetters(DeadLetterReads):
                 return moved
             after = last
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`."""
         with self._db.write() as conn:
             return dead.delete(conn, queue, handles)
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one statement."""
         with self._db.write() as conn:
-            purged = dead.purge(conn, queue)
-        if progress is not None:
-            progress(purged)
-        return purged
+            return dead.purge(conn, queue)

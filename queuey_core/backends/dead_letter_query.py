@@ -2,10 +2,10 @@
 
 Owns: the meaning of the dead-letter filters every backend offers (a job type matched
 exactly, a reason matched as a substring ignoring ASCII case); :func:`cut`, the window
-of an ordered stream of dead letters; and :class:`DeadLetterReads`, the read half of
+of an ordered stream of dead letters; and :class:`DeadLetterToolsBase`, the read half of
 :class:`DeadLetterTools` written once (checking the arguments, building the filter, a
 page, a listing, an iteration and a lookup out of one window), so that a backend
-answers only what differs: how it streams a window (:meth:`DeadLetterReads._window`),
+answers only what differs: how it streams a window (:meth:`DeadLetterToolsBase._window`),
 and, where it has a quicker way, a page or a lookup. Must never: hold more than a page
 of what it walks.
 """
@@ -111,7 +111,7 @@ def page_of(letters: Iterable[AnyDeadLetter], offset: int, limit: int) -> DeadLe
     return DeadLetterWindow(cut(letters, offset, limit), offset=offset, limit=limit).page()
 
 
-class DeadLetterReads(DeadLetterTools):
+class DeadLetterToolsBase(DeadLetterTools):
     """:class:`DeadLetterTools` once for every backend: the reads out of its
     :meth:`_window`, the moves through :meth:`_requeue`, :meth:`_delete` and
     :meth:`_purge`, which are each backend's own."""

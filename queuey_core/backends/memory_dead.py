@@ -13,12 +13,12 @@ import threading
 from collections.abc import Callable
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLetterWindow
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.memory_queue import MemoryQueue, with_positions
 from queuey_core.envelope import Envelope
 
 
-class MemoryDeadLetters(DeadLetterReads):
+class MemoryDeadLetters(DeadLetterToolsBase):
     """Dead-letter tools over the backend's queues; see the module docstring."""
 
     _lock: threading.RLock
@@ -37,7 +37,7 @@ class MemoryDeadLetters(DeadLetterReads):
     def _window(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterWindow:
-        """See :meth:`DeadLetterReads._window`: a snapshot taken at the call (a list of
+        """See :meth:`DeadLetterToolsBase._window`: a snapshot taken at the call (a list of
         the letters the backend holds anyway, not copies of them)."""
         with self._lock:
             dead = with_positions(self._queue(queue).dead)

@@ -14,7 +14,7 @@ from queuey_core.backends.capabilities import DeadLetterWindow
 from queuey_core.backends.capabilities import Inspection
 from queuey_core.backends.capabilities import QueueCounts
 from queuey_core.backends.dead_letter_query import DeadLetterFilter
-from queuey_core.backends.dead_letter_query import DeadLetterReads
+from queuey_core.backends.dead_letter_query import DeadLetterToolsBase
 from queuey_core.backends.dead_letter_query import cut
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
@@ -46,7 +46,7 @@ def offline(write_config: Callable[[str], Path]) -> Path:
     return write_config(BASE.format(url=UNREACHABLE))
 
 
-class FakeBroker(DeadLetterReads):
+class FakeBroker(DeadLetterToolsBase):
     """What the dlq and queues commands ask of a backend, answering from memory."""
 
     def __init__(self, dead: list[DeadLetter] | None = None) -> None:

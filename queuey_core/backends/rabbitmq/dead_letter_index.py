@@ -148,7 +148,7 @@ class IndexedDeadLetters:
     def window(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterWindow:
-        """See :meth:`DeadLetterReads._window`: a count, then chunks by key from the
+        """See :meth:`DeadLetterToolsBase._window`: a count, then chunks by key from the
         offset, no transaction held between them."""
         letters = self._rows(queue, wanted, offset, limit)
         return DeadLetterWindow(letters, offset=offset, limit=limit)
@@ -166,7 +166,7 @@ class IndexedDeadLetters:
     def page(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterPage:
-        """See :meth:`DeadLetterReads._page`: a count and a page, by index."""
+        """See :meth:`DeadLetterToolsBase._page`: a count and a page, by index."""
         if limit is None:
             return self.window(queue, wanted, offset, limit).page()
         self.import_pending(queue)

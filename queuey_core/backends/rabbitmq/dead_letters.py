@@ -30,7 +30,7 @@ from queuey_core.backends.capabilities import (
     DeadLetterWindow,
     Inspection,
 )
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
@@ -81,7 +81,7 @@ def raw_dead_letter_pub(
 T = TypeVar("T")
 
 
-class RabbitDeadLetters(DeadLetterReads):
+class RabbitDeadLetters(DeadLetterToolsBase):
     """The dead-letter tools on the admin connection: one consume pass per command
     (:mod:`.dead_letter_pass`), moves in transactions (:mod:`.dead_letter_moves`).
 
@@ -191,7 +191,7 @@ class RabbitDeadLetters(DeadLetterReads):
     def _window(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterWindow:
-        """See :meth:`DeadLetterReads._window`: with a store, rows; else one pass on a
+        """See :meth:`DeadLetterToolsBase._window`: with a store, rows; else one pass on a
         channel of its own, holding the queue's lock and every message it read (on the
         broker: the client keeps a few) until the window ends or is closed, when all go
         back in place at once."""
@@ -215,7 +215,7 @@ class RabbitDeadLetters(DeadLetterReads):
     def _page(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterPage:
-        """See :meth:`DeadLetterReads._page`: with a store, a query; else the window on
+        """See :meth:`DeadLetterToolsBase._page`: with a store, a query; else the window on
         the admin connection's retry (a stale connection is opened again once)."""
         if (index := self._indexed(queue)) is not None:
             return index.page(queue, wanted, offset, limit)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 
 from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterWindow
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterReads, cut
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.sqlite import dead
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.pump import Pump
@@ -26,7 +26,7 @@ from queuey_core.errors import BackendError, DeadLetterMoveError
 BATCH = 1000
 
 
-class SqliteDeadLetters(DeadLetterReads):
+class SqliteDeadLetters(DeadLetterToolsBase):
     """Dead-letter tools on ``queuey_dead``; see the module docstring."""
 
     _db: Database
@@ -39,7 +39,7 @@ class SqliteDeadLetters(DeadLetterReads):
     def _window(
         self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterWindow:
-        """See :meth:`DeadLetterReads._window`: the count and the first rows in one read,
+        """See :meth:`DeadLetterToolsBase._window`: the count and the first rows in one read,
         then :data:`BATCH` rows per read past the last row id, each read its own short
         transaction (writers are never held up)."""
         letters = self._rows(queue, wanted, offset, limit)

@@ -86,7 +86,9 @@ class DeadLetterWindow:
         self.total: int | None = None
 
     def __iter__(self) -> Iterator[AnyDeadLetter]:
-        self.total = yield from self._letters
+        total = yield from self._letters
+        if total is not None:  # None: a second iteration, of a spent generator
+            self.total = total
 
     def close(self) -> None:
         """Stop early: the backend lets go of the pass or the read it holds."""

@@ -200,3 +200,11 @@ def test_a_window_refuses_a_negative_offset_or_an_empty_limit(
     q = env.queue(prefetch=0)
     with pytest.raises(ValueError, match="must be"):
         env.backend.dead_letter_window(q.name, offset=offset, limit=limit)
+
+
+def test_a_window_read_twice_keeps_its_count(env: ContractEnv) -> None:
+    q, _ = dead_lettered(env)
+    window = env.backend.dead_letter_window(q.name, limit=5)
+    assert len(list(window)) == 5
+    assert list(window) == [], "read once"
+    assert (window.total, window.next_offset) == (N, 5)

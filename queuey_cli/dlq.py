@@ -11,28 +11,17 @@ queue exists.
 
 from __future__ import annotations
 
-import itertools
 import sys
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
+from queuey_cli.dlq_format import Found, as_dict, cells, stream_json
 from queuey_cli.dlq_import import import_first
+from queuey_cli.dlq_listing import listed, write_rows
 from queuey_cli.dlq_progress import moving
-from queuey_cli.output import (
-    err,
-    is_terminal,
-    listing,
-    out,
-    plain_lines,
-    print_json,
-    rows_table,
-    say,
-    write_lines,
-)
+from queuey_cli.output import err, print_json, say
 from queuey_core.logs import escape_controls
 
 # The backends' types (pydantic, the envelope) are imported where they are used, so
@@ -154,75 +143,16 @@ def list_(
     notes = _not_declared(missing)
     window = (0, None) if all_ else (offset, limit)
     try:
-        found = _listed(broker, names, window, job_type, reason, notes)
+        found = listed(broker, names, window, job_type, reason, notes)
         if as_json:
             stream_json(as_dict(name, d) for name, d in found)
         else:
-            _write_rows((cells(name, d) for name, d in found), notes)
+            write_rows((cells(name, d) for name, d in found), notes)
     finally:
         broker.close()
     if as_json:
         for note in notes:
             say(note, to=err)
-
-
-def _listed(
-    broker: Any,
-    names: list[str],
-    window: tuple[int, int | None],
-    job_type: str | None,
-    reason: str | None,
-    notes: list[str],
-) -> Iterator[Found]:
-    """Each queue's window of dead letters as the backend reads it, one queue after the
-    other; a queue's footer joins ``notes`` once its window has ended (a page that is
-    not all of them: where the next one starts)."""
-    offset, limit = window
-    for name in names:
-        letters = broker.dead_letter_window(
-            name, offset=offset, limit=limit, job_type=job_type, reason=reason
-        )
-        shown = 0
-        try:
-            for dead in letters:
-                shown += 1
-                yield name, dead
-        finally:
-            letters.close()
-        if limit is not None and (offset or letters.next_offset is not None):
-            notes.append(_footer(name, offset, shown, letters.total, letters.next_offset))
-
-
-#: Rows per table (on a terminal) or per write: a listing of any length is written as it
-#: is read, never held whole.
-ROWS = 1000
-
-
-def _write_rows(rows: Iterator[list[object]], notes: list[str]) -> None:
-    """The rows as :func:`listing` writes them, :data:`ROWS` at a time; then ``notes``."""
-    chunk = list(itertools.islice(rows, ROWS))
-    if len(chunk) < ROWS:  # all of it: exactly what listing writes
-        listing("dead letters", COLUMNS, chunk, notes=notes)
-        return
-    terminal = is_terminal()
-    header = True
-    while chunk:
-        if terminal:
-            out.print(rows_table("dead letters", COLUMNS, chunk))
-        else:
-            write_lines(plain_lines(COLUMNS, chunk, header=header))
-        header = False
-        chunk = list(itertools.islice(rows, ROWS))
-    for note in notes:
-        say(note, to=None if terminal else err)
-
-
-def _footer(name: str, offset: int, shown: int, total: int, following: int | None) -> str:
-    where = escape_controls(name)
-    if shown == 0:
-        return f"{where}: none of {total} from offset {offset}"
-    more = f"; next page: --offset {following}" if following is not None else ""
-    return f"{where}: {offset + 1}-{offset + shown} of {total}{more}"
 
 
 def _find(broker: Any, names: list[str], handle: str) -> Found | None:

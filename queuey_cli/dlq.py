@@ -12,16 +12,16 @@ queue exists.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.dlq_format import COLUMNS, Found, as_dict, cells, stream_json
+from queuey_cli.dlq_format import Found, as_dict, cells, stream_json
 from queuey_cli.dlq_import import import_first
+from queuey_cli.dlq_listing import listed, write_rows
 from queuey_cli.dlq_progress import moving
-from queuey_cli.output import err, listing, print_json, say
+from queuey_cli.output import err, print_json, say
 from queuey_core.logs import escape_controls
 
 # The backends' types (pydantic, the envelope) are imported where they are used, so
@@ -141,51 +141,18 @@ def list_(
     """
     broker, names, missing = _queues(ctx, queue)
     notes = _not_declared(missing)
+    window = (0, None) if all_ else (offset, limit)
     try:
-        if all_:
-            stream = _every(broker, names, job_type, reason)
-            if as_json:
-                stream_json(as_dict(name, d) for name, d in stream)
-            else:
-                listing("dead letters", COLUMNS, (cells(name, d) for name, d in stream))
-            for note in notes:
-                say(note, to=err)
-            return
-        found: list[Found] = []
-        for name in names:
-            page = broker.dead_letter_page(
-                name, offset=offset, limit=limit, job_type=job_type, reason=reason
-            )
-            found.extend((name, d) for d in page.letters)
-            if offset or page.next_offset is not None:  # a page, not all of them
-                notes.append(_footer(name, offset, len(page.letters), page.total, page.next_offset))
+        found = listed(broker, names, window, job_type, reason, notes)
+        if as_json:
+            stream_json(as_dict(name, d) for name, d in found)
+        else:
+            write_rows((cells(name, d) for name, d in found), notes)
     finally:
         broker.close()
     if as_json:
-        print_json([as_dict(name, d) for name, d in found])
         for note in notes:
             say(note, to=err)
-        return
-    listing("dead letters", COLUMNS, [cells(name, d) for name, d in found], notes=notes)
-
-
-def _every(
-    broker: Any, names: list[str], job_type: str | None, reason: str | None
-) -> Iterator[Found]:
-    for name in names:
-        stream = broker.iter_dead_letters(name, job_type=job_type, reason=reason)
-        try:
-            yield from ((name, d) for d in stream)
-        finally:
-            stream.close()
-
-
-def _footer(name: str, offset: int, shown: int, total: int, following: int | None) -> str:
-    where = escape_controls(name)
-    if shown == 0:
-        return f"{where}: none of {total} from offset {offset}"
-    more = f"; next page: --offset {following}" if following is not None else ""
-    return f"{where}: {offset + 1}-{offset + shown} of {total}{more}"
 
 
 def _find(broker: Any, names: list[str], handle: str) -> Found | None:

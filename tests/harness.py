@@ -41,6 +41,7 @@ from queuey_core.backends.base import Subscription
 from queuey_core.backends.capabilities import AnyDeadLetter
 from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import DeadLetterWindow
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
@@ -125,6 +126,19 @@ class Wrapping:
         reason: str | None = None,
     ) -> DeadLetterPage:
         return self._tools.dead_letter_page(
+            queue, offset=offset, limit=limit, job_type=job_type, reason=reason
+        )
+
+    def dead_letter_window(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterWindow:
+        return self._tools.dead_letter_window(
             queue, offset=offset, limit=limit, job_type=job_type, reason=reason
         )
 

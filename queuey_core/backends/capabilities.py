@@ -47,6 +47,7 @@ from queuey_core.backends.dead_letter_tools import AnyDeadLetter as AnyDeadLette
 from queuey_core.backends.dead_letter_tools import DeadLetter as DeadLetter  # noqa: PLC0414
 from queuey_core.backends.dead_letter_tools import DeadLetterPage as DeadLetterPage  # noqa: PLC0414
 from queuey_core.backends.dead_letter_tools import DeadLetterTools as DeadLetterTools  # noqa: PLC0414
+from queuey_core.backends.dead_letter_tools import DeadLetterWindow as DeadLetterWindow  # noqa: PLC0414
 from queuey_core.backends.dead_letter_tools import (
     KeepsDeadLettersInStore as KeepsDeadLettersInStore,  # noqa: PLC0414
 )

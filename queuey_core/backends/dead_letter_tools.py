@@ -8,7 +8,7 @@ kept in a module of its own so that neither outgrows the size a reader takes in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from queuey_core.envelope import Envelope
@@ -58,6 +58,54 @@ class DeadLetterPage(NamedTuple):
     letters: list[AnyDeadLetter]
     total: int
     next_offset: int | None
+
+
+def next_offset(offset: int, limit: int | None, total: int) -> int | None:
+    """Where the page after the one at ``offset``, ``limit`` long, starts; None: none."""
+    following = None if limit is None else offset + limit
+    return following if following is not None and following < total else None
+
+
+class DeadLetterWindow:
+    """The dead letters a filter keeps from ``offset`` on (``limit`` of them, or all),
+    oldest first, handed out as the backend reads them: the whole of a listing of any
+    size without holding more than a few.
+
+    Iterate it once. ``total`` (how many the filter keeps) and ``next_offset`` are known
+    once it is exhausted; :meth:`close` lets go of what the backend holds for it (a
+    RabbitMQ pass, its lock) when the caller stops early. Nothing is removed or reordered.
+    """
+
+    def __init__(
+        self, letters: Generator[AnyDeadLetter, None, int], *, offset: int, limit: int | None
+    ) -> None:
+        # ``letters`` returns the total when exhausted: counted as it walked, or known.
+        self._letters = letters
+        self.offset = offset
+        self.limit = limit
+        self.total: int | None = None
+
+    def __iter__(self) -> Iterator[AnyDeadLetter]:
+        total = yield from self._letters
+        if total is not None:  # None: a second iteration, of a spent generator
+            self.total = total
+
+    def close(self) -> None:
+        """Stop early: the backend lets go of the pass or the read it holds."""
+        self._letters.close()
+
+    @property
+    def next_offset(self) -> int | None:
+        """The offset of the next window, None on the last one (or before the end)."""
+        return None if self.total is None else next_offset(self.offset, self.limit, self.total)
+
+    def page(self) -> DeadLetterPage:
+        """The whole window as a page, in memory: for a bounded ``limit`` only."""
+        try:
+            letters = list(self)
+        finally:
+            self.close()
+        return DeadLetterPage(letters, self.total or 0, self.next_offset)
 
 
 @runtime_checkable
@@ -114,6 +162,20 @@ class DeadLetterTools(Protocol):
         ``reason`` keeps those whose reason contains it, ignoring ASCII case. Offsets
         count matching dead letters, oldest first, at the time of the call. Nothing is
         removed or reordered.
+        """
+
+    def dead_letter_window(
+        self,
+        queue: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        job_type: str | None = None,
+        reason: str | None = None,
+    ) -> DeadLetterWindow:
+        """:meth:`dead_letter_page` as a stream: the page's letters as they are read,
+        its ``total`` and ``next_offset`` at the end; ``limit`` None: all from ``offset``.
+        What ``queuey dlq list`` writes, in bounded memory whatever the ``limit``.
         """
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:

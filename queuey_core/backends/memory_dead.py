@@ -10,20 +10,15 @@ names. Must never: reorder dead letters, or requeue one that is not an envelope.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable
 
-from queuey_core.backends.capabilities import (
-    AnyDeadLetter,
-    DeadLetter,
-    DeadLetterPage,
-    DeadLetterTools,
-)
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, page_of
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLetterWindow
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.memory_queue import MemoryQueue, with_positions
 from queuey_core.envelope import Envelope
 
 
-class MemoryDeadLetters(DeadLetterTools):
+class MemoryDeadLetters(DeadLetterToolsBase):
     """Dead-letter tools over the backend's queues; see the module docstring."""
 
     _lock: threading.RLock
@@ -39,45 +34,19 @@ class MemoryDeadLetters(DeadLetterTools):
     ) -> None:
         raise NotImplementedError  # the backend's
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
+    def _window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        """See :meth:`DeadLetterToolsBase._window`: a snapshot taken at the call (a list of
+        the letters the backend holds anyway, not copies of them)."""
         with self._lock:
             dead = with_positions(self._queue(queue).dead)
-        return dead if limit is None else dead[:limit]
+        kept = (d for d in dead if wanted.keeps(d))
+        total = len(dead) if wanted.everything else None
+        return DeadLetterWindow(cut(kept, offset, limit, total=total), offset=offset, limit=limit)
 
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`."""
-        return page_of(
-            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
-        )
-
-    def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`."""
-        return next((d for d in self.iter_dead_letters(queue) if d.handle == handle), None)
-
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`: a snapshot taken at the call."""
-        wanted = DeadLetterFilter(job_type, reason)
-        with self._lock:
-            dead = with_positions(self._queue(queue).dead)
-        return (d for d in dead if wanted.keeps(d))
-
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay."""
         wanted = None if job_ids is None else set(job_ids)
@@ -99,7 +68,7 @@ class MemoryDeadLetters(DeadLetterTools):
             progress(moved)
         return moved
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`."""
         wanted = set(handles)
         with self._lock:
@@ -113,14 +82,10 @@ class MemoryDeadLetters(DeadLetterTools):
             q.dead = keep
             return deleted
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`."""
         with self._lock:
             q = self._queue(queue)
             purged = len(q.dead)
             q.dead = []
-        if progress is not None:
-            progress(purged)
         return purged

@@ -230,13 +230,19 @@ class DeadLetterTable:
         return None if found is None else _stored(found)
 
     def stream(
-        self, queue: str, job_type: str | None = None, reason: str | None = None
+        self,
+        queue: str,
+        job_type: str | None = None,
+        reason: str | None = None,
+        *,
+        offset: int = 0,
     ) -> Generator[Stored, None, None]:
-        """Every row the filter keeps, oldest first, :data:`CHUNK` per query, no
-        transaction held between chunks (constant memory on both sides)."""
+        """Every row the filter keeps after the first ``offset``, oldest first,
+        :data:`CHUNK` per query, no transaction held between chunks (constant memory on
+        both sides)."""
         clause, params = self._sql.where(queue, job_type, reason)
         with self._tx() as cur:
-            cur.execute(self._sql.page(clause), [*params, CHUNK, 0])
+            cur.execute(self._sql.page(clause), [*params, CHUNK, offset])
             rows = [_stored(r) for r in cur.fetchall()]
         while rows:
             yield from rows

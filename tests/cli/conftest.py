@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,11 +10,12 @@ from typer.testing import CliRunner
 
 from queuey_core import DeadLetter
 from queuey_core import Envelope
-from queuey_core.backends.capabilities import DeadLetterPage
+from queuey_core.backends.capabilities import DeadLetterWindow
 from queuey_core.backends.capabilities import Inspection
 from queuey_core.backends.capabilities import QueueCounts
 from queuey_core.backends.dead_letter_query import DeadLetterFilter
-from queuey_core.backends.dead_letter_query import page_of
+from queuey_core.backends.dead_letter_query import DeadLetterToolsBase
+from queuey_core.backends.dead_letter_query import cut
 
 UNREACHABLE = "amqp://guest:s3cret@127.0.0.1:1/%2F"
 
@@ -46,7 +46,7 @@ def offline(write_config: Callable[[str], Path]) -> Path:
     return write_config(BASE.format(url=UNREACHABLE))
 
 
-class FakeBroker:
+class FakeBroker(DeadLetterToolsBase):
     """What the dlq and queues commands ask of a backend, answering from memory."""
 
     def __init__(self, dead: list[DeadLetter] | None = None) -> None:
@@ -66,42 +66,23 @@ class FakeBroker:
             0,
         )
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[DeadLetter]:
-        return [d for d in self.dead if d.envelope.queue == queue][:limit]
+    def _window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        mine = [d for d in self.dead if d.envelope.queue == queue and wanted.keeps(d)]
+        return DeadLetterWindow(cut(mine, offset, limit), offset=offset, limit=limit)
 
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        return page_of(
-            self.iter_dead_letters(queue, job_type=job_type, reason=reason), offset, limit
-        )
-
-    def get_dead_letter(self, queue: str, handle: str) -> DeadLetter | None:
-        return next((d for d in self.list_dead_letters(queue) if d.handle == handle), None)
-
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[DeadLetter, None, None]:
-        wanted = DeadLetterFilter(job_type, reason)
-        return (d for d in self.list_dead_letters(queue) if wanted.keeps(d))
-
-    def delete_dead_letters(self, queue: str, handles: list[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         doomed = [d for d in self.dead if d.envelope.queue == queue and d.handle in handles]
         self.dead = [d for d in self.dead if d not in doomed]
         return len(doomed)
 
-    def requeue_dead_letters(
-        self, queue: str, job_ids: list[str] | None = None, *, progress: object = None
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         return 0
 
-    def purge_dead_letters(self, queue: str, *, progress: object = None) -> int:
+    def _purge(self, queue: str) -> int:
         purged = [d for d in self.dead if d.envelope.queue == queue]
         self.dead = [d for d in self.dead if d not in purged]
         return len(purged)

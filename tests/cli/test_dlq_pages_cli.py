@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import tracemalloc
 import uuid
 from pathlib import Path
 
@@ -35,11 +36,16 @@ def reason(i: int) -> str:
 @pytest.fixture
 def project(tmp_path: Path) -> tuple[Path, list[str]]:
     """A config on a SQLite file whose queue alpha has N dead letters; their ids."""
+    return filled(tmp_path, N)
+
+
+def filled(tmp_path: Path, n: int) -> tuple[Path, list[str]]:
+    """A config on a SQLite file whose queue alpha has ``n`` dead letters; their ids."""
     db = tmp_path / "q.db"
     config = tmp_path / "queuey.toml"
     config.write_text(f'[broker]\nurl = "sqlite:///{db}"\n\n[queues.alpha]\nprefetch = 4\n')
     SqliteBackend(f"sqlite:///{db}").declare([QueueConfig("alpha")])
-    ids = [str(uuid.uuid4()) for _ in range(N)]
+    ids = [str(uuid.uuid4()) for _ in range(n)]
     with sqlite3.connect(db) as conn:
         for i, job_id in enumerate(ids):
             env = Envelope(
@@ -103,6 +109,32 @@ def test_all_streams_every_dead_letter_as_one_json_array(
     assert code == 0
     assert handles(out) == ids
     assert len(out.splitlines()) == N + 2, "one object a line, between [ and ]"
+
+
+def test_a_page_of_any_size_is_written_as_it_is_read(tmp_path: Path) -> None:
+    # Issue 41: a page was built whole, then rendered whole (1.3 GB for 20,000); now
+    # each dead letter is written as it is read, and the peak does not grow with --limit.
+    config, ids = filled(tmp_path, 3000)
+    tracemalloc.start()
+    try:
+        code, out, err = run(config, "list", "--limit", "3000", "--json")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 0, err
+    assert handles(out) == ids
+    # The output itself (held by the test's runner) is about 0.6 MB.
+    assert peak < 20 * 2**20, f"peak {peak / 2**20:.1f} MB while listing 3,000"
+
+
+def test_a_long_plain_listing_has_one_header_and_every_line(tmp_path: Path) -> None:
+    config, ids = filled(tmp_path, 2500)  # more than one write of ROWS
+    code, out, err = run(config, "list", "--limit", "2400", "--offset", "50")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("handle\t"), "one header"
+    assert [line.split("\t")[0] for line in lines[1:]] == ids[50:2450]
+    assert "alpha: 51-2450 of 2500; next page: --offset 2450" in err
 
 
 def test_one_among_many_is_shown_requeued_and_deleted(project: tuple[Path, list[str]]) -> None:

@@ -25,15 +25,20 @@ did not commit.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 
 import pika.exceptions
 from pika.adapters.blocking_connection import BlockingChannel
 
-from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetter, DeadLetterPage
-from queuey_core.backends.dead_letter_query import check_page
+from queuey_core.backends.capabilities import (
+    AnyDeadLetter,
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetterWindow,
+)
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, cut
+from queuey_core.backends.dead_letter_tools import next_offset
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
 from queuey_core.backends.rabbitmq.dead_letter_moves import LOST, Existing
@@ -140,28 +145,34 @@ class IndexedDeadLetters:
         """How many dead letters ``queue`` has in the table."""
         return self.table.count(queue)
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
-        with contextlib.closing(self.iter_dead_letters(queue)) as letters:
-            return list(itertools.islice(letters, limit))
+    def window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        """See :meth:`DeadLetterToolsBase._window`: a count, then chunks by key from the
+        offset, no transaction held between them."""
+        letters = self._rows(queue, wanted, offset, limit)
+        return DeadLetterWindow(letters, offset=offset, limit=limit)
 
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`: a count and a page, by index."""
-        check_page(offset, limit)
+    def _rows(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> Generator[AnyDeadLetter, None, int]:
         self.import_pending(queue)
-        rows, total = self.table.page(queue, offset, limit, job_type, reason)
-        following = offset + limit
-        return DeadLetterPage(
-            [letter_of(s) for s in rows], total, following if following < total else None
-        )
+        total = self.table.count(queue, wanted.job_type, wanted.reason)
+        rows = self.table.stream(queue, wanted.job_type, wanted.reason, offset=offset)
+        with contextlib.closing(rows):
+            letters = (letter_of(stored) for stored in rows)
+            return (yield from cut(letters, offset, limit, total=total, skipped=offset))
+
+    def page(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterPage:
+        """See :meth:`DeadLetterToolsBase._page`: a count and a page, by index."""
+        if limit is None:
+            return self.window(queue, wanted, offset, limit).page()
+        self.import_pending(queue)
+        rows, total = self.table.page(queue, offset, limit, wanted.job_type, wanted.reason)
+        letters = [letter_of(s) for s in rows]
+        return DeadLetterPage(letters, total, next_offset(offset, limit, total))
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
         """See :meth:`DeadLetterTools.get_dead_letter`: one lookup by handle."""
@@ -169,49 +180,30 @@ class IndexedDeadLetters:
         found = self.table.find(queue, handle)
         return None if found is None else letter_of(found)
 
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`: chunks by key, no transaction
-        held between them."""
-        self.import_pending(queue)
-        for stored in self.table.stream(queue, job_type, reason):
-            yield letter_of(stored)
-
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: claimed, published in an
         AMQP transaction, deleted, :data:`BATCH` at a time. Every row of a job id goes
         (a job can have died twice)."""
         self.import_pending(queue)
-        wanted = None if job_ids is None else sorted(set(job_ids))
-        move = self._requeue(queue, wanted, progress)
+        move = self._requeue(queue, job_ids, progress)
         return self._admin.run(lambda ch: self._locked(ch, queue, move, requeue=True))
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: one DELETE."""
         self.import_pending(queue)
         return self._admin.run(
             lambda ch: self._locked(ch, queue, lambda _ch: self.table.delete(queue, handles))
         )
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one DELETE and one
         ``queue.purge`` of ``<queue>.dlq`` (nothing there is worth importing first)."""
 
         def purge(ch: BlockingChannel) -> int:
             gone = self.table.purge(queue)
-            gone += int(ch.queue_purge(topology.dead_letter_name(queue)).method.message_count)
-            if progress is not None:
-                progress(gone)
-            return gone
+            return gone + int(ch.queue_purge(topology.dead_letter_name(queue)).method.message_count)
 
         return self._admin.run(lambda ch: self._locked(ch, queue, purge))
 

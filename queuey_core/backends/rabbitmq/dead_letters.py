@@ -16,9 +16,8 @@ shows as unknown).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator
 from typing import TypeVar
 
 import pika.exceptions
@@ -28,10 +27,10 @@ from pika.spec import BasicProperties
 from queuey_core.backends.capabilities import (
     AnyDeadLetter,
     DeadLetterPage,
-    DeadLetterTools,
+    DeadLetterWindow,
     Inspection,
 )
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page, page_of
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.rabbitmq import dead_letter_moves as moves
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.admin import Admin
@@ -82,7 +81,7 @@ def raw_dead_letter_pub(
 T = TypeVar("T")
 
 
-class RabbitDeadLetters(DeadLetterTools):
+class RabbitDeadLetters(DeadLetterToolsBase):
     """The dead-letter tools on the admin connection: one consume pass per command
     (:mod:`.dead_letter_pass`), moves in transactions (:mod:`.dead_letter_moves`).
 
@@ -189,52 +188,42 @@ class RabbitDeadLetters(DeadLetterTools):
         slow (0 without a store)."""
         return 0 if self._dead_writer is None else self._dead_writer.fallbacks
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`: a pass that stops after
-        ``limit``; everything goes back, in order, when its channel closes."""
+    def _window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        """See :meth:`DeadLetterToolsBase._window`: with a store, rows; else one pass on a
+        channel of its own, holding the queue's lock and every message it read (on the
+        broker: the client keeps a few) until the window ends or is closed, when all go
+        back in place at once."""
         if (index := self._indexed(queue)) is not None:
-            return index.list_dead_letters(queue, limit=limit)
+            return index.window(queue, wanted, offset, limit)
+        letters = self._scan(queue, wanted, offset, limit)
+        return DeadLetterWindow(letters, offset=offset, limit=limit)
 
-        def work(ch: BlockingChannel) -> list[AnyDeadLetter]:
-            dlq = topology.holding_queue(queue)
-            with contextlib.closing(open_pass(ch, dlq, upto=limit).messages) as messages:
-                return [dead_letter_at(held, dlq) for held in itertools.islice(messages, limit)]
+    def _scan(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> Generator[AnyDeadLetter, None, int]:
+        dlq = topology.holding_queue(queue)
+        with self._admin.channel() as ch, exclusive(ch, dlq):
+            try:
+                return (yield from _window_of_pass(ch, dlq, wanted, offset, limit))
+            finally:
+                # Also when the caller stops early: the next command counts it all.
+                with contextlib.suppress(pika.exceptions.AMQPError):
+                    give_back(ch, dlq)
 
-        return self._admin.run(_locked(queue, work))
-
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
+    def _page(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
     ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`.
-
-        Unfiltered, the pass stops after the page (the total is the queue's count) and
-        decodes only the page; filtered, it reads to the end to count, and decodes only
-        what the filter keeps (the reason is in the headers, the job type read with a
-        plain JSON parse).
-        """
+        """See :meth:`DeadLetterToolsBase._page`: with a store, a query; else the window on
+        the admin connection's retry (a stale connection is opened again once)."""
         if (index := self._indexed(queue)) is not None:
-            return index.dead_letter_page(
-                queue, offset=offset, limit=limit, job_type=job_type, reason=reason
-            )
-        check_page(offset, limit)
-        wanted = DeadLetterFilter(job_type, reason)
+            return index.page(queue, wanted, offset, limit)
 
         def work(ch: BlockingChannel) -> DeadLetterPage:
             dlq = topology.holding_queue(queue)
-            if wanted.everything:
-                count, messages = open_pass(ch, dlq, upto=offset + limit)
-                with contextlib.closing(messages):
-                    head = itertools.islice(messages, offset + limit)
-                    page = [dead_letter_at(held, dlq) for held in head if held.position > offset]
-                following = offset + limit
-                return DeadLetterPage(page, count, following if following < count else None)
-            return page_of(_kept(open_pass(ch, dlq).messages, dlq, wanted), offset, limit)
+            letters = _window_of_pass(ch, dlq, wanted, offset, limit)
+            return DeadLetterWindow(letters, offset=offset, limit=limit).page()
 
         return self._admin.run(_locked(queue, work))
 
@@ -253,28 +242,8 @@ class RabbitDeadLetters(DeadLetterTools):
 
         return self._admin.run(_locked(queue, work))
 
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`: one pass, holding the admin
-        connection (and every message it read, on the broker) until the iterator ends
-        or is closed; the client keeps none of them."""
-        if (index := self._indexed(queue)) is not None:
-            yield from index.iter_dead_letters(queue, job_type=job_type, reason=reason)
-            return
-        wanted = DeadLetterFilter(job_type, reason)
-        with self._admin.channel() as ch, exclusive(ch, topology.holding_queue(queue)):
-            dlq = topology.holding_queue(queue)
-            with contextlib.closing(open_pass(ch, dlq).messages) as messages:
-                yield from _kept(messages, dlq, wanted)
-            give_back(ch, dlq)
-
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters` and :func:`moves.requeue`:
         published and removed in the same transaction, :data:`moves.BATCH` at a time.
@@ -284,33 +253,44 @@ class RabbitDeadLetters(DeadLetterTools):
         names, if that exists now.
         """
         if (index := self._indexed(queue)) is not None:
-            return index.requeue_dead_letters(queue, job_ids, progress=progress)
+            return index.requeue(queue, job_ids, progress)
         wanted = None if job_ids is None else set(job_ids)
         return self._admin.run(
             _locked(queue, lambda ch: moves.requeue(ch, queue, wanted, progress, dead_letter_at))
         )
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`: the rest go back, in order."""
         if (index := self._indexed(queue)) is not None:
-            return index.delete_dead_letters(queue, handles)
+            return index.delete(queue, handles)
         return self._admin.run(
             _locked(queue, lambda ch: moves.delete(ch, queue, set(handles), dead_letter_at))
         )
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one ``queue.purge``."""
         if (index := self._indexed(queue)) is not None:
-            return index.purge_dead_letters(queue, progress=progress)
+            return index.purge(queue)
         frame = self._admin.run(
             _locked(queue, lambda ch: ch.queue_purge(topology.holding_queue(queue)))
         )
-        purged = int(frame.method.message_count)
-        if progress is not None:
-            progress(purged)
-        return purged
+        return int(frame.method.message_count)
+
+
+def _window_of_pass(
+    ch: BlockingChannel, dlq: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+) -> Generator[AnyDeadLetter, None, int]:
+    """The window of one pass over ``dlq`` on ``ch`` (see :func:`cut`). Unfiltered, the
+    pass stops after the window (the total is the queue's count) and decodes only the
+    window; filtered, it reads to the end to count, and decodes only what the filter
+    keeps (the reason is in the headers, the job type read with a plain JSON parse)."""
+    if wanted.everything:
+        held, messages = open_pass(ch, dlq, upto=None if limit is None else offset + limit)
+        with contextlib.closing(messages):
+            window = (dead_letter_at(h, dlq) for h in messages if h.position > offset)
+            return (yield from cut(window, offset, limit, total=held, skipped=offset))
+    with contextlib.closing(open_pass(ch, dlq).messages) as messages:
+        return (yield from cut(_kept(messages, dlq, wanted), offset, limit))
 
 
 def _kept(

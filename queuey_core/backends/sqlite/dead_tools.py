@@ -12,10 +12,10 @@ that is not an envelope.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 
-from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterPage, DeadLetterTools
-from queuey_core.backends.dead_letter_query import DeadLetterFilter, check_page
+from queuey_core.backends.capabilities import AnyDeadLetter, DeadLetterWindow
+from queuey_core.backends.dead_letter_query import DeadLetterFilter, DeadLetterToolsBase, cut
 from queuey_core.backends.sqlite import dead
 from queuey_core.backends.sqlite.database import Database
 from queuey_core.backends.sqlite.pump import Pump
@@ -26,7 +26,7 @@ from queuey_core.errors import BackendError, DeadLetterMoveError
 BATCH = 1000
 
 
-class SqliteDeadLetters(DeadLetterTools):
+class SqliteDeadLetters(DeadLetterToolsBase):
     """Dead-letter tools on ``queuey_dead``; see the module docstring."""
 
     _db: Database
@@ -36,56 +36,45 @@ class SqliteDeadLetters(DeadLetterTools):
     def _check_open(self) -> None:
         raise NotImplementedError  # the backend's
 
-    def list_dead_letters(self, queue: str, *, limit: int | None = None) -> list[AnyDeadLetter]:
-        """See :meth:`DeadLetterTools.list_dead_letters`."""
-        with self._db.read() as conn:
-            return [d for _, d in dead.listed(conn, queue, limit=limit)]
+    def _window(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> DeadLetterWindow:
+        """See :meth:`DeadLetterToolsBase._window`: the count and the first rows in one read,
+        then :data:`BATCH` rows per read past the last row id, each read its own short
+        transaction (writers are never held up)."""
+        letters = self._rows(queue, wanted, offset, limit)
+        return DeadLetterWindow(letters, offset=offset, limit=limit)
 
-    def dead_letter_page(
-        self,
-        queue: str,
-        *,
-        offset: int = 0,
-        limit: int = 100,
-        job_type: str | None = None,
-        reason: str | None = None,
-    ) -> DeadLetterPage:
-        """See :meth:`DeadLetterTools.dead_letter_page`: one read, page and count."""
-        check_page(offset, limit)
-        wanted = DeadLetterFilter(job_type, reason)
+    def _rows(
+        self, queue: str, wanted: DeadLetterFilter, offset: int, limit: int | None
+    ) -> Generator[AnyDeadLetter, None, int]:
+        size = BATCH if limit is None else min(limit, BATCH)
         with self._db.read() as conn:
-            rows = dead.listed(conn, queue, limit=limit, offset=offset, wanted=wanted)
             total = dead.counted(conn, queue, wanted)
-        following = offset + limit
-        return DeadLetterPage([d for _, d in rows], total, following if following < total else None)
+            rows = dead.listed(conn, queue, limit=size, offset=offset, wanted=wanted)
+        following = self._following(queue, wanted, rows, size)
+        return (yield from cut(following, offset, limit, total=total, skipped=offset))
+
+    def _following(
+        self, queue: str, wanted: DeadLetterFilter, rows: list[tuple[int, AnyDeadLetter]], size: int
+    ) -> Generator[AnyDeadLetter, None, None]:
+        """``rows``, then the rows after them, a read at a time, for as long as asked."""
+        while True:
+            yield from (d for _, d in rows)
+            if len(rows) < size:
+                return
+            with self._db.read() as conn:
+                rows = dead.listed(conn, queue, limit=BATCH, wanted=wanted, after=rows[-1][0])
+            size = BATCH
 
     def get_dead_letter(self, queue: str, handle: str) -> AnyDeadLetter | None:
-        """See :meth:`DeadLetterTools.get_dead_letter`."""
+        """See :meth:`DeadLetterTools.get_dead_letter`: a lookup."""
         with self._db.read() as conn:
             hit = dead.found(conn, queue, handle)
         return None if hit is None else hit[1]
 
-    def iter_dead_letters(
-        self, queue: str, *, job_type: str | None = None, reason: str | None = None
-    ) -> Generator[AnyDeadLetter, None, None]:
-        """See :meth:`DeadLetterTools.iter_dead_letters`: :data:`BATCH` rows per read,
-        each read its own short transaction (writers are never held up)."""
-        wanted = DeadLetterFilter(job_type, reason)
-        after = 0
-        while True:
-            with self._db.read() as conn:
-                rows = dead.listed(conn, queue, limit=BATCH, wanted=wanted, after=after)
-            yield from (d for _, d in rows)
-            if len(rows) < BATCH:
-                return
-            after = rows[-1][0]
-
-    def requeue_dead_letters(
-        self,
-        queue: str,
-        job_ids: Sequence[str] | None = None,
-        *,
-        progress: Callable[[int], None] | None = None,
+    def _requeue(
+        self, queue: str, job_ids: list[str] | None, progress: Callable[[int], None] | None
     ) -> int:
         """See :meth:`DeadLetterTools.requeue_dead_letters`: undecodable ones stay; chosen
         ids in one transaction, all in transactions of :data:`BATCH` rows."""
@@ -110,17 +99,12 @@ class SqliteDeadLetters(DeadLetterTools):
                 return moved
             after = last
 
-    def delete_dead_letters(self, queue: str, handles: Sequence[str]) -> int:
+    def _delete(self, queue: str, handles: list[str]) -> int:
         """See :meth:`DeadLetterTools.delete_dead_letters`."""
         with self._db.write() as conn:
             return dead.delete(conn, queue, handles)
 
-    def purge_dead_letters(
-        self, queue: str, *, progress: Callable[[int], None] | None = None
-    ) -> int:
+    def _purge(self, queue: str) -> int:
         """See :meth:`DeadLetterTools.purge_dead_letters`: one statement."""
         with self._db.write() as conn:
-            purged = dead.purge(conn, queue)
-        if progress is not None:
-            progress(purged)
-        return purged
+            return dead.purge(conn, queue)

@@ -17,6 +17,7 @@ from queuey_core import DeadLetterPage
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import DeadLetterWindow
 from tests.backend_kinds import BackendKind
 from tests.backend_kinds import ContractEnv
 from tests.backend_kinds import dead_letter_params
@@ -154,3 +155,56 @@ def test_requeue_and_delete_of_one_leave_the_rest_in_order(env: ContractEnv) -> 
     assert env.backend.purge_dead_letters(q.name, progress=seen.append) == N - 2
     assert seen[-1] == N - 2
     assert env.backend.dead_letter_page(q.name).total == 0
+
+
+def test_a_window_streams_what_the_page_holds_and_counts_at_its_end(env: ContractEnv) -> None:
+    q, sent = dead_lettered(env)
+    every = [str(e.job_id) for e in sent]
+    window = env.backend.dead_letter_window(q.name, offset=10, limit=10)
+    assert isinstance(window, DeadLetterWindow)
+    assert (window.total, window.next_offset) == (None, None), "known once read"
+    assert ids(window) == every[10:20]
+    assert (window.total, window.next_offset) == (N, 20)
+
+    rest = env.backend.dead_letter_window(q.name, offset=25)
+    assert (ids(rest), rest.total, rest.next_offset) == (every[25:], N, None)
+    past = env.backend.dead_letter_window(q.name, offset=N + 5, limit=10)
+    assert (ids(past), past.total, past.next_offset) == ([], N, None)
+    assert ids(env.backend.list_dead_letters(q.name)) == every, "windows moved nothing"
+
+
+def test_a_filtered_window_keeps_and_counts_what_the_filter_keeps(env: ContractEnv) -> None:
+    q, sent = dead_lettered(env)
+    odd = [str(e.job_id) for i, e in enumerate(sent) if job_type(i) == "dl.odd"]
+    window = env.backend.dead_letter_window(q.name, offset=2, limit=4, job_type="dl.odd")
+    assert (ids(window), window.total, window.next_offset) == (odd[2:6], len(odd), 6)
+    boom = [str(e.job_id) for i, e in enumerate(sent) if "boom" in reason(i).lower()]
+    window = env.backend.dead_letter_window(q.name, reason="bOOm")
+    assert (ids(window), window.total, window.next_offset) == (boom, len(boom), None)
+
+
+def test_a_window_closed_early_gives_everything_back_in_order(env: ContractEnv) -> None:
+    q, sent = dead_lettered(env)
+    every = [str(e.job_id) for e in sent]
+    window = env.backend.dead_letter_window(q.name)
+    assert ids(itertools.islice(window, 4)) == every[:4]
+    window.close()
+    assert window.total is None, "not known: it did not reach the end"
+    assert ids(env.backend.dead_letter_window(q.name)) == every, "the next reads them all"
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(-1, 10), (0, 0)])
+def test_a_window_refuses_a_negative_offset_or_an_empty_limit(
+    env: ContractEnv, offset: int, limit: int
+) -> None:
+    q = env.queue(prefetch=0)
+    with pytest.raises(ValueError, match="must be"):
+        env.backend.dead_letter_window(q.name, offset=offset, limit=limit)
+
+
+def test_a_window_read_twice_keeps_its_count(env: ContractEnv) -> None:
+    q, _ = dead_lettered(env)
+    window = env.backend.dead_letter_window(q.name, limit=5)
+    assert len(list(window)) == 5
+    assert list(window) == [], "read once"
+    assert (window.total, window.next_offset) == (N, 5)

@@ -155,6 +155,33 @@ def test_a_row_claimed_too_often_is_dead_lettered_from_the_count_in_the_file(
     assert len(got) == 0
 
 
+@pytest.mark.parametrize("claims_before", [MAX_REDELIVERIES - 1, MAX_REDELIVERIES])
+def test_the_row_count_dead_letters_at_the_redelivery_the_dispatcher_does(
+    make: Callable[[], SqliteBackend], url: str, claims_before: int
+) -> None:
+    # Claimed claims_before times by processes that each died unsettled. The dispatcher
+    # dead-letters a message's MAX_REDELIVERIES-th redelivery unrun (tests/worker/
+    # test_hostile_values.py); the row's count must stop the same one, not one later.
+    backend = make()
+    sent = envelope()
+    backend.publish(sent)
+    db = Database(parse_url(url))
+    with db.write() as conn:
+        conn.execute("UPDATE queuey_messages SET claims = ?", (claims_before,))
+    db.close()
+    got = Got()
+    backend.consume(Q, got)
+    if claims_before < MAX_REDELIVERIES:
+        wait(lambda: len(got) == 1)
+        assert got.items[0].redelivered, "a redelivery still short of the count runs"
+        return
+    wait(lambda: len(backend.list_dead_letters(Q.name)) == 1)
+    [dead] = backend.list_dead_letters(Q.name)
+    assert isinstance(dead, DeadLetter)
+    assert dead.reason == f"redelivered {MAX_REDELIVERIES} times without being settled"
+    assert len(got) == 0, "its last claim never reached a handler"
+
+
 def test_delays_are_held_to_the_millisecond(
     make: Callable[[], SqliteBackend], clock: ManualClock
 ) -> None:

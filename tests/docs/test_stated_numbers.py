@@ -1,0 +1,66 @@
+"""Numbers the pages state that are constants in the code: each page that states one
+states the code's value.
+
+A page that says "redelivered 5 times" while the code counts to six misleads whoever
+plans around it (how often a poison job runs, how long a dead letter's reason can be),
+and nothing else would notice the day a constant moves.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from queuey_core import limits
+from queuey_core.backends.rabbitmq import dead_letter_moves
+from queuey_core.backends.rabbitmq import dead_letter_writes
+from queuey_core.backends.rabbitmq import topology
+from queuey_core.worker.redelivery import MAX_REDELIVERIES
+
+REPO = Path(__file__).resolve().parents[2]
+WORDS = {"five": 5, "fifth": 5, "six": 6, "sixth": 6}
+
+
+def pages() -> dict[str, str]:
+    """Every page of docs/ and the README, each on one line (a phrase may wrap)."""
+    found = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return {p.name: " ".join(p.read_text().split()) for p in found}
+
+
+def stated(pattern: str) -> list[tuple[str, int]]:
+    """(page, number) for each match of ``pattern``, whose group is a number or a word."""
+    return [
+        (name, WORDS.get(n, 0) or int(n.replace(",", "")))
+        for name, text in pages().items()
+        for n in re.findall(pattern, text)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [
+        # The redelivery guard: the reason, and the redelivery it stops.
+        (r"redelivered (\d+) times without being settled", MAX_REDELIVERIES),
+        (r"unsettled for the (fifth|sixth) time", MAX_REDELIVERIES),
+        (r"at its (fifth|sixth) redelivery", MAX_REDELIVERIES),
+        (r"runs? at most (five|six) times", MAX_REDELIVERIES),
+        (r"ran at most (five|six) times", MAX_REDELIVERIES),
+        (r"its (fifth|sixth) delivery", MAX_REDELIVERIES + 1),
+        (r"its (fifth|sixth) claim", MAX_REDELIVERIES + 1),
+        # The wire's limits (docs/protocol.md and the pages that repeat them).
+        (r"binary ladder of (\d+) levels", topology.DELAY_LEVELS),
+        (r"the (\d+) bits of \*d\*", topology.DELAY_LEVELS),
+        (r"at most ([\d,]+) characters: `fatal error", topology.MAX_REASON),
+        (r"Queue names are at most (\d+) bytes", limits.MAX_QUEUE_NAME_BYTES),
+        # The job store's dead letters.
+        (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
+        (r"claims up to (\d+) rows", dead_letter_moves.BATCH),
+    ],
+)
+def test_a_number_the_pages_state_is_the_codes(pattern: str, value: int) -> None:
+    found = stated(pattern)
+    assert found, f"no page states {pattern!r} any more: drop it here, or fix the page"
+    wrong = [(page, n) for page, n in found if n != value]
+    assert not wrong, f"{pattern!r} is {value} in the code; pages say otherwise: {wrong}"

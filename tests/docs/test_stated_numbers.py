@@ -8,11 +8,14 @@ and nothing else would notice the day a constant moves.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from queuey_cli.main import app
 from queuey_core import limits
 from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
@@ -64,3 +67,19 @@ def test_a_number_the_pages_state_is_the_codes(pattern: str, value: int) -> None
     assert found, f"no page states {pattern!r} any more: drop it here, or fix the page"
     wrong = [(page, n) for page, n in found if n != value]
     assert not wrong, f"{pattern!r} is {value} in the code; pages say otherwise: {wrong}"
+
+
+def test_the_embedded_page_names_the_columns_queuey_queues_shows_on_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no queuey.toml: the example queues are not needed
+    monkeypatch.setenv("QUEUEY_BROKER__URL", f"sqlite:///{tmp_path / 'q.db'}")
+    result = CliRunner().invoke(app, ["queues", "--json"])
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)
+    columns = {key for queue in shown["queues"] for key in queue} | set(shown)
+    text = (REPO / "docs" / "embedded.md").read_text()
+    paragraphs = [p for p in text.split("\n\n") if "`queuey queues`" in p and "**" in p]
+    named = {w for p in paragraphs for w in re.findall(r"\*\*([a-z_ ]+)\*\*", p)}
+    assert named, "embedded.md names the columns it explains"
+    assert named <= columns, f"embedded.md explains {named - columns}, not shown: {columns}"

@@ -35,6 +35,7 @@ from queuey_core.backends.sqlite.options import DEFAULT_POLL
 from queuey_core.errors import ConfigError
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
 from tests.backends.sqlite.files import WrappedConnection
+from tests.backends.sqlite.files import rows_in_file
 from tests.backends.sqlite.files import value_in_file
 from tests.support import Got
 
@@ -153,6 +154,22 @@ def test_a_row_claimed_too_often_is_dead_lettered_from_the_count_in_the_file(
     assert dead.reason == f"redelivered {MAX_REDELIVERIES + 1} times without being settled"
     assert dead.envelope == sent
     assert len(got) == 0
+
+
+def test_a_second_enqueue_under_the_same_job_id_is_a_second_job(
+    make: Callable[[], SqliteBackend], url: str
+) -> None:
+    # docs/enqueueing.md: a caller's job id names a job, it does not deduplicate it, on
+    # the file as on RabbitMQ. When enqueue learns to deduplicate, change the page too.
+    backend = make()
+    sent = envelope()
+    backend.publish(sent)
+    backend.publish(sent)
+    assert rows_in_file(url) == 2
+    got = Got()
+    backend.consume(Q, got)
+    wait(lambda: len(got) == 2)
+    assert {d.envelope.job_id for d in got.items} == {sent.job_id}
 
 
 @pytest.mark.parametrize("claims_before", [MAX_REDELIVERIES - 1, MAX_REDELIVERIES])

@@ -17,13 +17,26 @@ from typer.testing import CliRunner
 
 from queuey_cli.main import app
 from queuey_core import limits
+from queuey_core.aio import producer as aio_producer
 from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import topology
+from queuey_core.process.running import CANCEL_LIMIT
+from queuey_core.worker.asyncio_runner import SETTLE_THREADS
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
+from queuey_core.worker.runner import ASYNC_QUEUE_THREADS
 
 REPO = Path(__file__).resolve().parents[2]
-WORDS = {"five": 5, "fifth": 5, "six": 6, "sixth": 6}
+#: Numbers the pages spell out in words.
+WORDS: dict[str, float] = {
+    "half": 0.5,
+    "four": 4,
+    "five": 5,
+    "fifth": 5,
+    "six": 6,
+    "sixth": 6,
+    "eight": 8,
+}
 
 
 def pages() -> dict[str, str]:
@@ -32,7 +45,7 @@ def pages() -> dict[str, str]:
     return {p.name: " ".join(p.read_text().split()) for p in found}
 
 
-def stated(pattern: str) -> list[tuple[str, int]]:
+def stated(pattern: str) -> list[tuple[str, float]]:
     """(page, number) for each match of ``pattern``, whose group is a number or a word."""
     return [
         (name, WORDS.get(n, 0) or int(n.replace(",", "")))
@@ -57,12 +70,17 @@ def stated(pattern: str) -> list[tuple[str, int]]:
         (r"the (\d+) bits of \*d\*", topology.DELAY_LEVELS),
         (r"at most ([\d,]+) characters: `fatal error", topology.MAX_REASON),
         (r"Queue names are at most (\d+) bytes", limits.MAX_QUEUE_NAME_BYTES),
+        # Async handlers and the asyncio producer (docs/asyncio.md).
+        (r"run on one of (eight|\d+) settle threads", SETTLE_THREADS),
+        (r"counts for (\d+) threads at most", ASYNC_QUEUE_THREADS),
+        (r"The work runs on (four|\d+) threads of the producer's own", aio_producer.THREADS),
+        (r"gives them (half) a second", CANCEL_LIMIT),
         # The job store's dead letters.
         (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
         (r"claims up to (\d+) rows", dead_letter_moves.BATCH),
     ],
 )
-def test_a_number_the_pages_state_is_the_codes(pattern: str, value: int) -> None:
+def test_a_number_the_pages_state_is_the_codes(pattern: str, value: float) -> None:
     found = stated(pattern)
     assert found, f"no page states {pattern!r} any more: drop it here, or fix the page"
     wrong = [(page, n) for page, n in found if n != value]

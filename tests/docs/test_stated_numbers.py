@@ -70,6 +70,9 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"the (\d+) bits of \*d\*", topology.DELAY_LEVELS),
         (r"at most ([\d,]+) characters: `fatal error", topology.MAX_REASON),
         (r"Queue names are at most (\d+) bytes", limits.MAX_QUEUE_NAME_BYTES),
+        # An exchange, a quorum queue and two bindings a level (admin.declare_ladder).
+        (r"ladder's (\d+) declares and binds", 4 * topology.DELAY_LEVELS),
+        (r"\((\d+) declares and binds of the", 4 * topology.DELAY_LEVELS),
         # Async handlers and the asyncio producer (docs/asyncio.md).
         (r"run on one of (eight|\d+) settle threads", SETTLE_THREADS),
         (r"counts for (\d+) threads at most", ASYNC_QUEUE_THREADS),

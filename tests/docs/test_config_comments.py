@@ -8,6 +8,7 @@ said 45, or "about 30s" for a retry that jitter can halve, is a bug of the file.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,19 @@ def test_the_brokers_consumer_timeout_outlasts_the_longest_job() -> None:
         assert timeout_ms / 1000 > longest + worker.timeout_grace, overlay
     assert longest == 30 * 60
     assert "beta's 30 min in queuey.toml" in comments(path)
+
+
+def test_the_configuration_pages_example_is_the_shipped_queuey_toml() -> None:
+    page = (REPO / "docs" / "configuration.md").read_text()
+    assert "These are the shipped `queuey.toml`'s two example queues" in page
+    block = re.search(r"```toml\n(.*?)```", page, re.DOTALL)
+    assert block is not None
+    shown = tomllib.loads(block.group(1))
+    shipped = tomllib.loads(BASE.read_text())
+    assert shown["queues"] == shipped["queues"]
+    for table in ("broker", "worker"):
+        for key, value in shown[table].items():
+            assert shipped[table].get(key, value) == value, f"{table}.{key}"
+    overlays = {p.name for p in OVERLAYS} | {"rabbitmq.conf"}
+    assert overlays == {p.name for p in (REPO / "config").iterdir()}
+    assert "one for the embedded backend" in " ".join(page.split())

@@ -18,9 +18,11 @@ from typer.testing import CliRunner
 from queuey_cli.main import app
 from queuey_core import limits
 from queuey_core.aio import producer as aio_producer
+from queuey_core.backends.rabbitmq import control
 from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import topology
+from queuey_core.process import children
 from queuey_core.process.running import CANCEL_LIMIT
 from queuey_core.worker.asyncio_runner import SETTLE_THREADS
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
@@ -48,7 +50,7 @@ def pages() -> dict[str, str]:
 def stated(pattern: str) -> list[tuple[str, float]]:
     """(page, number) for each match of ``pattern``, whose group is a number or a word."""
     return [
-        (name, WORDS.get(n, 0) or int(n.replace(",", "")))
+        (name, WORDS.get(n, 0) or float(n.replace(",", "")))
         for name, text in pages().items()
         for n in re.findall(pattern, text)
     ]
@@ -78,6 +80,13 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"counts for (\d+) threads at most", ASYNC_QUEUE_THREADS),
         (r"The work runs on (four|\d+) threads of the producer's own", aio_producer.THREADS),
         (r"gives them (half) a second", CANCEL_LIMIT),
+        # Processes and the control channel (docs/workers-and-control.md, scaling.md).
+        (r"processes\W+\S*? ?1 to (\d+)", limits.MAX_PROCESSES),
+        (r"back-off \((\d+(?:\.\d+)?) s doubling", children.RESTART_INITIAL),
+        (r"doubling to (\d+) s\)", children.RESTART_MAX),
+        (r"\((\d+) s message TTL", control.QUEUE_ARGUMENTS["x-message-ttl"] // 1000),
+        (r"at most (\d+) requests\)", control.QUEUE_ARGUMENTS["x-max-length"]),
+        (r"at most (\d+) wait\)", control.QUEUE_ARGUMENTS["x-max-length"]),
         # The job store's dead letters.
         (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
         (r"claims up to (\d+) rows", dead_letter_moves.BATCH),

@@ -22,6 +22,8 @@ from queuey_core.backends.rabbitmq import control
 from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import topology
+from queuey_core.logs.writer import LOG_BATCH_SECONDS
+from queuey_core.process import Exit
 from queuey_core.process import children
 from queuey_core.process.running import CANCEL_LIMIT
 from queuey_core.worker.asyncio_runner import SETTLE_THREADS
@@ -87,6 +89,8 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"\((\d+) s message TTL", control.QUEUE_ARGUMENTS["x-message-ttl"] // 1000),
         (r"at most (\d+) requests\)", control.QUEUE_ARGUMENTS["x-max-length"]),
         (r"at most (\d+) wait\)", control.QUEUE_ARGUMENTS["x-max-length"]),
+        # The command line (docs/cli.md).
+        (r"what gathered in (\d+) ms, one write", LOG_BATCH_SECONDS * 1000),
         # The job store's dead letters.
         (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
         (r"claims up to (\d+) rows", dead_letter_moves.BATCH),
@@ -113,3 +117,10 @@ def test_the_embedded_page_names_the_columns_queuey_queues_shows_on_a_file(
     named = {w for p in paragraphs for w in re.findall(r"\*\*([a-z_ ]+)\*\*", p)}
     assert named, "embedded.md names the columns it explains"
     assert named <= columns, f"embedded.md explains {named - columns}, not shown: {columns}"
+
+
+def test_the_exit_codes_the_command_line_page_lists_are_the_codes() -> None:
+    text = pages()["cli.md"]
+    listed = text.split("Exit codes: ", 1)[1].split("Every error is one line", 1)[0]
+    codes = {int(n) for n in re.findall(r"`(\d+)`", listed)}
+    assert codes == {int(code) for code in Exit}, f"cli.md lists {sorted(codes)}"

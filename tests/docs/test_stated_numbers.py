@@ -124,3 +124,16 @@ def test_the_exit_codes_the_command_line_page_lists_are_the_codes() -> None:
     listed = text.split("Exit codes: ", 1)[1].split("Every error is one line", 1)[0]
     codes = {int(n) for n in re.findall(r"`(\d+)`", listed)}
     assert codes == {int(code) for code in Exit}, f"cli.md lists {sorted(codes)}"
+
+
+def test_every_metric_queuey_serves_is_in_the_operations_pages_table() -> None:
+    # Each metric is made where it is counted: a counter's name gains _total on the wire.
+    made = re.compile(r"(Counter|Gauge|Histogram)(?:MetricFamily)?\(\s*\"(queuey_\w+)\"")
+    served = set()
+    for path in (REPO / "queuey_core").rglob("*.py"):
+        for kind, name in made.findall(path.read_text()):
+            served.add(f"{name}_total" if kind == "Counter" else name)
+    assert len(served) > 20, "the pattern still finds where the metrics are made"
+    section = pages()["operations.md"].split("## Every metric", 1)[1]
+    table = set(re.findall(r"\| `(queuey_\w+)` \|", section))
+    assert served == table, f"missing: {served - table}; gone: {table - served}"

@@ -1,5 +1,6 @@
 """What the pages point to exists: every test a page cites as keeping a promise, and
-every page of the site in the lists that lead readers to them.
+every page of the site in the lists that lead readers to them, and every thread the
+code starts in the architecture page's table of threads.
 
 The pages name the tests that keep what they promise ("measured by
 `test_fault_suite.py`", "`test_faults.py::test_a_settle_on_a_dead_channel_...`"). A test
@@ -35,3 +36,13 @@ def test_the_home_page_and_the_readme_list_every_page_of_the_site() -> None:
     readme = (REPO / "README.md").read_text()
     assert not {p for p in pages if f"({p}" not in home}, "docs/index.md lists every page"
     assert not {p for p in pages if f"(docs/{p}" not in readme}, "so does the README"
+
+
+def test_every_thread_queuey_starts_is_in_the_architecture_pages_table() -> None:
+    made = re.compile(r"(?:name|thread_name_prefix)=\"(queuey-[a-z0-9-]+)\"")
+    started = {n for p in (REPO / "queuey_core").rglob("*.py") for n in made.findall(p.read_text())}
+    assert len(started) > 15, "the pattern still finds the threads' names"
+    page = (REPO / "docs" / "architecture.md").read_text()
+    table = page.split("| thread | started by |", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(n for n in started if f"`{n}" not in table)
+    assert not missing, f"threads architecture.md's table does not list: {missing}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core import job_id_for
+from queuey_core.backends.rabbitmq import messages
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.producer import JOB_ID_NAMESPACE
@@ -107,3 +108,33 @@ def test_every_documented_job_id_spelling_is_read_as_the_same_id() -> None:
         assert env.job_id == canonical, text
         assert f'"job_id":"{canonical}"' in env.encode().decode(), "carried on canonical"
         assert job_id_for(text) == canonical, f"a key spelling {text} is that id"
+
+
+def test_the_amqp_properties_table_is_what_queuey_sets() -> None:
+    env = Envelope(
+        job_id=uuid.uuid4(), job_type="greet", queue="q", priority=3, enqueued_at=1_500, payload={}
+    )
+    props = messages.properties(env)
+    section = DOC.split("\n## AMQP properties\n", 1)[1].split("\n## ", 1)[0]
+    assert f"`properties()` in `backends/rabbitmq/{messages.__name__.rsplit('.', 1)[1]}.py`" in (
+        " ".join(section.split())
+    )
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+?) \|", section, re.MULTILINE))
+    assert set(rows) == {
+        "delivery_mode",
+        "content_type",
+        "message_id",
+        "type",
+        "timestamp",
+        "priority",
+        "headers",
+    }
+    assert (props.delivery_mode, props.content_type) == (2, "application/json")
+    assert rows["delivery_mode"].startswith("`2`")
+    assert rows["content_type"] == "`application/json`"
+    assert (props.message_id, props.type) == (str(env.job_id), "greet")
+    assert props.timestamp == 1
+    assert "`enqueued_at // 1000`" in rows["timestamp"]
+    assert props.priority == 3
+    assert messages.properties(env.model_copy(update={"priority": 0})).priority is None
+    assert "omitted when 0" in rows["priority"]

@@ -9,7 +9,11 @@ from pathlib import Path
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core import job_id_for
+from queuey_core.backends.rabbitmq import cancels
+from queuey_core.backends.rabbitmq import control
+from queuey_core.backends.rabbitmq import election
 from queuey_core.backends.rabbitmq import messages
+from queuey_core.backends.rabbitmq import schedule_state
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.producer import JOB_ID_NAMESPACE
@@ -138,3 +142,24 @@ def test_the_amqp_properties_table_is_what_queuey_sets() -> None:
     assert props.priority == 3
     assert messages.properties(env.model_copy(update={"priority": 0})).priority is None
     assert "omitted when 0" in rows["priority"]
+
+
+def test_rabbitmq_md_lists_every_object_queuey_creates_on_the_broker() -> None:
+    page = (DOC_DIR / "rabbitmq.md").read_text()
+    table = page.split("## What queuey creates on the broker", 1)[1].split("\n\n", 2)[1]
+    names = set(re.findall(r"^\| `([^`]+)`", table, re.MULTILINE))
+    assert names >= {
+        "<queue>",
+        topology.dead_letter_name("<queue>"),
+        topology.delay_name(0),
+        topology.DELIVER_EXCHANGE,
+        topology.UNROUTABLE,
+        election.LEADER_QUEUE,
+        f"{schedule_state.STATE_PREFIX}<name>",
+        control.EXCHANGE,
+        cancels.STREAM,
+        f"queuey.lock.{topology.dead_letter_name('<queue>')}",
+    }, names
+    assert f"`x-max-age: {cancels.MAX_AGE}`" in table
+    last = topology.delay_name(topology.DELAY_LEVELS - 1)
+    assert f"`{topology.delay_name(0)}` … `{last}`" in table, "every level of the ladder"

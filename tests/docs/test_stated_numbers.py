@@ -23,6 +23,7 @@ from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.logs.writer import LOG_BATCH_SECONDS
+from queuey_core.observability.http_messages import Limits
 from queuey_core.process import Exit
 from queuey_core.process import children
 from queuey_core.process.running import CANCEL_LIMIT
@@ -137,3 +138,16 @@ def test_every_metric_queuey_serves_is_in_the_operations_pages_table() -> None:
     section = pages()["operations.md"].split("## Every metric", 1)[1]
     table = set(re.findall(r"\| `(queuey_\w+)` \|", section))
     assert served == table, f"missing: {served - table}; gone: {table - served}"
+
+
+def test_the_metrics_servers_limits_table_is_the_default_limits() -> None:
+    section = pages()["operations.md"].split("### The metrics server's limits", 1)[1]
+    rows = dict(re.findall(r"\| ([a-z ]+) \| ([^|]+) \|", section.split("Every answer", 1)[0]))
+    limits_ = Limits()
+    assert rows["a complete request head"].startswith(f"{limits_.request_timeout:g} s")
+    assert rows["sending an answer"].startswith(f"{limits_.write_timeout:g} s")
+    assert f"at most {limits_.handler_threads} handler threads" in rows["threads"]
+    assert rows["open connections"].strip() == str(limits_.max_connections)
+    assert rows["listen backlog"].startswith(str(limits_.backlog))
+    assert rows["requests waiting for a handler"].strip() == str(limits_.max_pending)
+    assert rows["request head"].strip() == f"{limits_.max_head // 1024} KiB"

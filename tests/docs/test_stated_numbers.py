@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from queuey_cli import enqueue_file
 from queuey_cli.main import app
 from queuey_core import limits
 from queuey_core.aio import producer as aio_producer
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Numbers the pages spell out in words.
 WORDS: dict[str, float] = {
     "half": 0.5,
+    "three": 3,
     "four": 4,
     "five": 5,
     "fifth": 5,
@@ -90,6 +92,9 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"\((\d+) s message TTL", control.QUEUE_ARGUMENTS["x-message-ttl"] // 1000),
         (r"at most (\d+) requests\)", control.QUEUE_ARGUMENTS["x-max-length"]),
         (r"at most (\d+) wait\)", control.QUEUE_ARGUMENTS["x-max-length"]),
+        # enqueue --file (docs/enqueueing.md, README.md).
+        (r"publishes in batches of ([\d,]+)", enqueue_file.BATCH),
+        (r"with up to (three|\d+) batches handed to", enqueue_file.IN_FLIGHT),
         # The command line (docs/cli.md).
         (r"what gathered in (\d+) ms, one write", LOG_BATCH_SECONDS * 1000),
         # The job store's dead letters.

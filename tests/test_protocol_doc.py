@@ -6,6 +6,9 @@ import re
 import uuid
 from pathlib import Path
 
+import pytest
+
+from queuey_core import DecodeError
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core import job_id_for
@@ -18,6 +21,8 @@ from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.producer import JOB_ID_NAMESPACE
 from queuey_core.queues import QueueKind
+from queuey_core.worker.admission import refusal
+from queuey_core.worker.redelivery import MAX_REDELIVERIES
 
 DOC_DIR = Path(__file__).resolve().parent.parent / "docs"
 DOC = (DOC_DIR / "protocol.md").read_text()
@@ -163,3 +168,36 @@ def test_rabbitmq_md_lists_every_object_queuey_creates_on_the_broker() -> None:
     assert f"`x-max-age: {cancels.MAX_AGE}`" in table
     last = topology.delay_name(topology.DELAY_LEVELS - 1)
     assert f"`{topology.delay_name(0)}` … `{last}`" in table, "every level of the ladder"
+
+
+def test_the_refusals_protocol_md_quotes_are_the_workers() -> None:
+    text = " ".join(DOC.split())
+
+    def env(job_type: str, queue: str, priority: int = 0) -> Envelope:
+        return Envelope(
+            job_id=uuid.uuid4(),
+            job_type=job_type,
+            queue=queue,
+            priority=priority,
+            enqueued_at=0,
+            payload={},
+        )
+
+    alpha = QueueConfig("alpha", max_priority=10)
+    beta = QueueConfig("beta")
+    quoted = [
+        refusal(env("nap", "alpha"), "alpha", beta),
+        refusal(env("greet", "alpha", 11), "alpha", alpha),
+        refusal(env("nap", "beta", 1), "beta", beta),
+    ]
+    for reason in quoted:
+        assert reason is not None
+        assert f"`{reason}`" in text, reason
+    assert f"`redelivered {MAX_REDELIVERIES} times without being settled`" in text
+    body = (
+        b'{"job_id": "%s", "job_type": "t", "queue": "q", "payload": {}}'
+        % str(uuid.uuid4()).encode()
+    )
+    with pytest.raises(DecodeError) as refused:
+        Envelope.decode(body)
+    assert f"`{refused.value}`" in text, refused.value

@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Numbers the pages spell out in words.
 WORDS: dict[str, float] = {
     "half": 0.5,
+    "millisecond": 0.001,
     "three": 3,
     "four": 4,
     "five": 5,
@@ -85,6 +86,8 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"counts for (\d+) threads at most", ASYNC_QUEUE_THREADS),
         (r"The work runs on (four|\d+) threads of the producer's own", aio_producer.THREADS),
         (r"gives them (half) a second", CANCEL_LIMIT),
+        (r"\(`enqueue_many` of more than (\d+) jobs\) is published in slices", aio_producer.SLICE),
+        (r"each about a (millisecond) of the publishing thread's CPU", aio_producer.SLICE_CPU),
         # Processes and the control channel (docs/workers-and-control.md, scaling.md).
         (r"processes\W+\S*? ?1 to (\d+)", limits.MAX_PROCESSES),
         (r"back-off \((\d+(?:\.\d+)?) s doubling", children.RESTART_INITIAL),

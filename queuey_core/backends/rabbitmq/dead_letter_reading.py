@@ -43,21 +43,15 @@ def letter_from(
 ) -> AnyDeadLetter:
     """The dead letter of ``body``, its headers and what was read of them; ``handle`` is
     the one it is listed under if it is not an envelope (an envelope's is its job id).
-    An envelope's ``dead_at`` is never before its ``enqueued_at``. Shared by the scan
-    path and the job store's table (:mod:`.dead_letter_rows`)."""
+    An envelope's ``dead_at`` is never before its ``enqueued_at`` (:meth:`DeadLetter.of`).
+    Shared by the scan path and the job store's table (:mod:`.dead_letter_rows`)."""
     try:
         # Its trace context too, so that a requeued dead letter stays in its job's trace.
         envelope = Envelope.decode(body).with_trace(TraceContext.from_headers(headers))
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
         error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
         return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
-    if dead_at is not None and dead_at < envelope.enqueued_at:
-        # RabbitMQ's x-death time is whole seconds of the broker's clock (a dead-at
-        # header, ms of the dead-lettering worker's), enqueued_at ms of the producer's:
-        # a job that reaches queuey.unroutable within the second it was enqueued would
-        # read as dead before it was enqueued. It died at the earliest when it was.
-        dead_at = envelope.enqueued_at
-    return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
+    return DeadLetter.of(envelope, reason, dead_at, str(envelope.job_id))
 
 
 def _millis(value: object) -> int | None:

@@ -136,6 +136,22 @@ def lease_expires(url: str) -> int:
     return value_in_file(url, "SELECT max(lease_expires) FROM queuey_messages")
 
 
+def test_a_dead_letter_never_died_before_it_was_enqueued(
+    make: Callable[[], SqliteBackend], clock: ManualClock
+) -> None:
+    # The backend's clock (a ManualClock in 2023) is behind the producer's (now).
+    backend = make()
+    sent = envelope()
+    assert clock.wall_ms() < sent.enqueued_at
+    backend.publish(sent)
+    got = Got()
+    backend.consume(Q, got)
+    wait(lambda: len(got) == 1)
+    got.items[0].dead_letter("why")
+    [dead] = backend.list_dead_letters(Q.name)
+    assert dead.dead_at == sent.enqueued_at, "at the earliest, its enqueue"
+
+
 def test_a_second_enqueue_under_the_same_job_id_is_a_second_job(
     make: Callable[[], SqliteBackend], url: str
 ) -> None:

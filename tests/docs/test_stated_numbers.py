@@ -22,6 +22,7 @@ from queuey_core.aio import producer as aio_producer
 from queuey_core.backends.rabbitmq import control
 from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
+from queuey_core.backends.rabbitmq import delivery
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.logs.writer import LOG_BATCH_SECONDS
 from queuey_core.observability.http_messages import Limits
@@ -88,6 +89,9 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"gives them (half) a second", CANCEL_LIMIT),
         (r"\(`enqueue_many` of more than (\d+) jobs\) is published in slices", aio_producer.SLICE),
         (r"each about a (millisecond) of the publishing thread's CPU", aio_producer.SLICE_CPU),
+        # A nacked settle during a quorum queue's election (docs/scaling.md).
+        (r"after a (\d+) s pause the original goes back", delivery.NACK_PAUSE),
+        (r"the redelivery guard's (\d+) returns", MAX_REDELIVERIES),
         # Processes and the control channel (docs/workers-and-control.md, scaling.md).
         (r"processes\W+\S*? ?1 to (\d+)", limits.MAX_PROCESSES),
         (r"back-off \((\d+(?:\.\d+)?) s doubling", children.RESTART_INITIAL),

@@ -24,6 +24,7 @@ from queuey_core.backends.rabbitmq import dead_letter_moves
 from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import delivery
 from queuey_core.backends.rabbitmq import topology
+from queuey_core.control import signing
 from queuey_core.logs.writer import LOG_BATCH_SECONDS
 from queuey_core.observability.http_messages import Limits
 from queuey_core.process import Exit
@@ -89,6 +90,10 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"gives them (half) a second", CANCEL_LIMIT),
         (r"\(`enqueue_many` of more than (\d+) jobs\) is published in slices", aio_producer.SLICE),
         (r"each about a (millisecond) of the publishing thread's CPU", aio_producer.SLICE_CPU),
+        # The control channel's signatures (docs/operations.md).
+        (r"With a secret of at least (\d+) characters", signing.MIN_SECRET),
+        (r"signed within (\d+) s of its own clock", signing.MAX_SKEW),
+        (r"clocks must be within (\d+) s of the operator's", signing.MAX_SKEW),
         # A nacked settle during a quorum queue's election (docs/scaling.md).
         (r"after a (\d+) s pause the original goes back", delivery.NACK_PAUSE),
         (r"the redelivery guard's (\d+) returns", MAX_REDELIVERIES),

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from queuey_cli import enqueue_file
 from queuey_cli.main import app
+from queuey_cli.queue_samples import EMBEDDED_COLUMNS
 from queuey_core import limits
 from queuey_core.aio import producer as aio_producer
 from queuey_core.backends.rabbitmq import control
@@ -124,17 +125,25 @@ def test_a_number_the_pages_state_is_the_codes(pattern: str, value: float) -> No
 def test_the_embedded_page_names_the_columns_queuey_queues_shows_on_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # On a terminal the file's table says "running" where RabbitMQ's says "unacked";
+    # --json and piped output keep the field's name, "unacked", for both.
     monkeypatch.chdir(tmp_path)  # no queuey.toml: the example queues are not needed
     monkeypatch.setenv("QUEUEY_BROKER__URL", f"sqlite:///{tmp_path / 'q.db'}")
     result = CliRunner().invoke(app, ["queues", "--json"])
     assert result.exit_code == 0, result.stderr
     shown = json.loads(result.stdout)
-    columns = {key for queue in shown["queues"] for key in queue} | set(shown)
+    fields = {key for queue in shown["queues"] for key in queue} | set(shown)
+    titles = {column.title for column in EMBEDDED_COLUMNS}
     text = (REPO / "docs" / "embedded.md").read_text()
     paragraphs = [p for p in text.split("\n\n") if "`queuey queues`" in p and "**" in p]
-    named = {w for p in paragraphs for w in re.findall(r"\*\*([a-z_ ]+)\*\*", p)}
+    said = " ".join(" ".join(paragraphs).split())
+    named = set(re.findall(r"\*\*([a-z_ ]+)\*\*", said))
     assert named, "embedded.md names the columns it explains"
-    assert named <= columns, f"embedded.md explains {named - columns}, not shown: {columns}"
+    assert named <= titles | fields, f"embedded.md explains {named - titles - fields}"
+    running = next(c for c in EMBEDDED_COLUMNS if c.title != c.name and c.name == "unacked")
+    assert f"**{running.title}** column" in said, "the table's title on a file"
+    assert f"name that count `{running.name}`" in said, "the --json field's name"
+    assert running.name in fields
 
 
 def test_the_exit_codes_the_command_line_page_lists_are_the_codes() -> None:

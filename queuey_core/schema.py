@@ -11,10 +11,16 @@ only bound: ``x-queuey-max-utf8-bytes`` says the real limit).
 Also owns the keywords queuey adds to JSON Schema (``x-queuey-*``, :data:`KEYWORDS`),
 declared in one schema of their own (:func:`keywords_schema`, ``docs/schema/keywords.json``)
 that a strict validator is given first (Ajv's ``addVocabulary``; docs/protocol.md).
+
+And the version of that contract (:data:`PROTOCOL_VERSION`, in every schema's
+``$comment``) with the :func:`fingerprint` that docs/protocol-changelog.md records for
+each version: a change that a validator could see (a new keyword, a tighter limit)
+changes the fingerprint, so it cannot land without a changelog entry (tests/test_schema.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -23,6 +29,15 @@ from queuey_core.jobs import Job, job_identity
 
 #: The JSON Schema dialect pydantic generates.
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+#: The version of the wire protocol's schemas: MAJOR is the envelope's format ``v``,
+#: MINOR grows with every change a validator can see (docs/protocol-changelog.md).
+PROTOCOL_VERSION = "1.2"
+#: Where every schema names its version: ``$comment`` is for readers, and every
+#: validator (Ajv in strict mode too) takes it without being told.
+VERSION_COMMENT = f"queuey wire protocol {PROTOCOL_VERSION}: docs/protocol-changelog.md"
+#: Keywords that only annotate: a change to one cannot make a validator refuse anything.
+_ANNOTATIONS = frozenset({"$comment", "title", "description", "examples"})
 
 
 #: Every keyword queuey adds to its schemas, with the schema of its value. All are
@@ -54,6 +69,7 @@ def keywords_schema() -> dict[str, Any]:
     """
     return {
         "$schema": DIALECT,
+        "$comment": VERSION_COMMENT,
         "title": "queuey's JSON Schema keywords",
         "description": "The keywords queuey adds to its schemas (docs/protocol.md, "
         "'Validating against the schemas'). A validator that does not know a keyword "
@@ -65,7 +81,11 @@ def keywords_schema() -> dict[str, Any]:
 
 def envelope_schema() -> dict[str, Any]:
     """The schema of a message body: the envelope, format version ``v`` 1."""
-    return {"$schema": DIALECT, **Envelope.model_json_schema(mode="validation")}
+    return {
+        "$schema": DIALECT,
+        "$comment": VERSION_COMMENT,
+        **Envelope.model_json_schema(mode="validation"),
+    }
 
 
 def payload_schema(job_type: type[Job]) -> dict[str, Any]:
@@ -74,6 +94,7 @@ def payload_schema(job_type: type[Job]) -> dict[str, Any]:
     name, queue = job_identity(job_type)
     return {
         "$schema": DIALECT,
+        "$comment": VERSION_COMMENT,
         "x-queuey-job-type": name,
         "x-queuey-queue": queue,
         **job_type.model_json_schema(mode="validation"),
@@ -83,3 +104,26 @@ def payload_schema(job_type: type[Job]) -> dict[str, Any]:
 def schema_text(schema: dict[str, Any]) -> str:
     """The text form of a schema: indented, ASCII only, keys in order, one final newline."""
     return json.dumps(schema, indent=2, ensure_ascii=True) + "\n"
+
+
+def fingerprint(schema: dict[str, Any]) -> str:
+    """What a validator sees of ``schema``, in 16 hex digits: the start of the SHA-256 of
+    its compact JSON with sorted keys, once every annotation (``$comment``, ``title``,
+    ``description``, ``examples``) is taken out. Rewording a description keeps it; a new
+    keyword, a limit or a pattern changed does not."""
+    text = json.dumps(_validated(schema), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _validated(node: Any) -> Any:
+    if isinstance(node, dict):
+        # A property named "title" maps to a schema (an object or a boolean): only an
+        # annotation's value is a string or a list, so those alone are dropped.
+        return {
+            k: _validated(v)
+            for k, v in node.items()
+            if not (k in _ANNOTATIONS and isinstance(v, str | list))
+        }
+    if isinstance(node, list):
+        return [_validated(v) for v in node]
+    return node

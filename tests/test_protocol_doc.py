@@ -6,13 +6,23 @@ import re
 import uuid
 from pathlib import Path
 
+import pytest
+
+from queuey_core import DecodeError
 from queuey_core import Envelope
 from queuey_core import QueueConfig
 from queuey_core import job_id_for
+from queuey_core.backends.rabbitmq import cancels
+from queuey_core.backends.rabbitmq import control
+from queuey_core.backends.rabbitmq import election
+from queuey_core.backends.rabbitmq import messages
+from queuey_core.backends.rabbitmq import schedule_state
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.producer import JOB_ID_NAMESPACE
 from queuey_core.queues import QueueKind
+from queuey_core.worker.admission import refusal
+from queuey_core.worker.redelivery import MAX_REDELIVERIES
 
 DOC_DIR = Path(__file__).resolve().parent.parent / "docs"
 DOC = (DOC_DIR / "protocol.md").read_text()
@@ -107,3 +117,87 @@ def test_every_documented_job_id_spelling_is_read_as_the_same_id() -> None:
         assert env.job_id == canonical, text
         assert f'"job_id":"{canonical}"' in env.encode().decode(), "carried on canonical"
         assert job_id_for(text) == canonical, f"a key spelling {text} is that id"
+
+
+def test_the_amqp_properties_table_is_what_queuey_sets() -> None:
+    env = Envelope(
+        job_id=uuid.uuid4(), job_type="greet", queue="q", priority=3, enqueued_at=1_500, payload={}
+    )
+    props = messages.properties(env)
+    section = DOC.split("\n## AMQP properties\n", 1)[1].split("\n## ", 1)[0]
+    assert f"`properties()` in `backends/rabbitmq/{messages.__name__.rsplit('.', 1)[1]}.py`" in (
+        " ".join(section.split())
+    )
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+?) \|", section, re.MULTILINE))
+    assert set(rows) == {
+        "delivery_mode",
+        "content_type",
+        "message_id",
+        "type",
+        "timestamp",
+        "priority",
+        "headers",
+    }
+    assert (props.delivery_mode, props.content_type) == (2, "application/json")
+    assert rows["delivery_mode"].startswith("`2`")
+    assert rows["content_type"] == "`application/json`"
+    assert (props.message_id, props.type) == (str(env.job_id), "greet")
+    assert props.timestamp == 1
+    assert "`enqueued_at // 1000`" in rows["timestamp"]
+    assert props.priority == 3
+    assert messages.properties(env.model_copy(update={"priority": 0})).priority is None
+    assert "omitted when 0" in rows["priority"]
+
+
+def test_rabbitmq_md_lists_every_object_queuey_creates_on_the_broker() -> None:
+    page = (DOC_DIR / "rabbitmq.md").read_text()
+    table = page.split("## What queuey creates on the broker", 1)[1].split("\n\n", 2)[1]
+    names = set(re.findall(r"^\| `([^`]+)`", table, re.MULTILINE))
+    assert names >= {
+        "<queue>",
+        topology.dead_letter_name("<queue>"),
+        topology.delay_name(0),
+        topology.DELIVER_EXCHANGE,
+        topology.UNROUTABLE,
+        election.LEADER_QUEUE,
+        f"{schedule_state.STATE_PREFIX}<name>",
+        control.EXCHANGE,
+        cancels.STREAM,
+        f"queuey.lock.{topology.dead_letter_name('<queue>')}",
+    }, names
+    assert f"`x-max-age: {cancels.MAX_AGE}`" in table
+    last = topology.delay_name(topology.DELAY_LEVELS - 1)
+    assert f"`{topology.delay_name(0)}` … `{last}`" in table, "every level of the ladder"
+
+
+def test_the_refusals_protocol_md_quotes_are_the_workers() -> None:
+    text = " ".join(DOC.split())
+
+    def env(job_type: str, queue: str, priority: int = 0) -> Envelope:
+        return Envelope(
+            job_id=uuid.uuid4(),
+            job_type=job_type,
+            queue=queue,
+            priority=priority,
+            enqueued_at=0,
+            payload={},
+        )
+
+    alpha = QueueConfig("alpha", max_priority=10)
+    beta = QueueConfig("beta")
+    quoted = [
+        refusal(env("nap", "alpha"), "alpha", beta),
+        refusal(env("greet", "alpha", 11), "alpha", alpha),
+        refusal(env("nap", "beta", 1), "beta", beta),
+    ]
+    for reason in quoted:
+        assert reason is not None
+        assert f"`{reason}`" in text, reason
+    assert f"`redelivered {MAX_REDELIVERIES} times without being settled`" in text
+    body = (
+        b'{"job_id": "%s", "job_type": "t", "queue": "q", "payload": {}}'
+        % str(uuid.uuid4()).encode()
+    )
+    with pytest.raises(DecodeError) as refused:
+        Envelope.decode(body)
+    assert f"`{refused.value}`" in text, refused.value

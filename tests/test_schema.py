@@ -6,6 +6,7 @@ checked-in files must be exactly what ``queuey schema`` prints today.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import textwrap
@@ -29,13 +30,17 @@ from queuey_core.limits import MAX_QUEUE_NAME_BYTES
 from queuey_core.limits import MAX_SHORT_STRING_BYTES
 from queuey_core.producer import JOB_ID_NAMESPACE
 from queuey_core.schema import KEYWORDS
+from queuey_core.schema import PROTOCOL_VERSION
+from queuey_core.schema import VERSION_COMMENT
 from queuey_core.schema import envelope_schema
+from queuey_core.schema import fingerprint
 from queuey_core.schema import keywords_schema
 from queuey_core.schema import payload_schema
 from queuey_core.schema import schema_text
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schema"
 PROTOCOL = (SCHEMA_DIR.parent / "protocol.md").read_text()
+CHANGELOG = SCHEMA_DIR.parent / "protocol-changelog.md"
 EXAMPLES: list[type[Job]] = [
     examples.Greet,
     examples.Flaky,
@@ -261,3 +266,68 @@ def test_the_byte_limits_hold_in_the_model_and_in_the_documented_validator(
     with pytest.raises(DecodeError, match=f"{field}: longer than {limit} UTF-8 bytes"):
         Envelope.decode(json.dumps(too_long).encode())
     assert f"{field}` ({limit})" in PROTOCOL, "protocol.md states the limit"
+
+
+# -- the protocol's version and its changelog ---------------------------------------------
+
+#: The schemas a changelog entry fingerprints: what the protocol itself fixes (a payload
+#: schema is its job model's; the keywords it may carry are in keywords.json).
+FINGERPRINTED = ("envelope.json", "keywords.json")
+
+
+def _changelog() -> list[tuple[tuple[int, int], dict[str, str]]]:
+    """Each entry of docs/protocol-changelog.md, newest first: its version and the
+    fingerprints it records."""
+    entries = []
+    for section in re.split(r"^## ", CHANGELOG.read_text(), flags=re.MULTILINE)[1:]:
+        heading = re.match(r"(\d+)\.(\d+) \(\d{4}-\d{2}-\d{2}\)\n", section)
+        assert heading is not None, f"an entry's heading is 'MAJOR.MINOR (date)': {section[:40]!r}"
+        prints = re.findall(r"^\| `([a-z]+\.json)` \| `([0-9a-f]{16})` \|$", section, re.M)
+        version = (int(heading.group(1)), int(heading.group(2)))
+        entries.append((version, dict(prints)))
+    return entries
+
+
+def test_the_schemas_are_the_newest_changelog_entrys_version_and_fingerprints() -> None:
+    (newest, prints), *_ = _changelog()
+    assert f"{newest[0]}.{newest[1]}" == PROTOCOL_VERSION, "PROTOCOL_VERSION is the newest"
+    assert newest[0] == Envelope.model_fields["v"].default, "MAJOR is the envelope's v"
+    now = {name: fingerprint(json.loads((SCHEMA_DIR / name).read_text())) for name in FINGERPRINTED}
+    assert prints == now, (
+        f"docs/schema/ changed what a validator sees (fingerprints now {now}): announce it "
+        f"in docs/protocol-changelog.md as version {newest[0]}.{newest[1] + 1} with these "
+        "fingerprints, say whether a strict validator refuses anything it accepted, and "
+        "set PROTOCOL_VERSION in queuey_core/schema.py"
+    )
+    for path in sorted(SCHEMA_DIR.glob("**/*.json")):
+        assert json.loads(path.read_text())["$comment"] == VERSION_COMMENT, path
+
+
+def test_every_changelog_entry_is_a_newer_version_that_changed_the_wire() -> None:
+    entries = _changelog()
+    versions = [version for version, _ in entries]
+    assert versions == sorted(set(versions), reverse=True), "newest first, each once"
+    for (version, prints), (_, older) in itertools.pairwise(entries):
+        assert prints != older, f"{version}: a version whose fingerprints did not change"
+    assert all("envelope.json" in prints for _, prints in entries)
+    assert "protocol-changelog.md" in PROTOCOL, "protocol.md links to its changelog"
+    assert f"`queuey wire protocol {PROTOCOL_VERSION}`" in PROTOCOL, "and names the version"
+
+
+def test_a_fingerprint_sees_what_a_validator_sees_and_nothing_else() -> None:
+    schema = envelope_schema()
+    base = fingerprint(schema)
+    reworded = json.loads(json.dumps(schema))
+    reworded["properties"]["queue"]["description"] = "Reworded."
+    reworded["$comment"] = "another version's comment"
+    assert fingerprint(reworded) == base, "annotations are not the wire"
+    for change in (
+        {"x-queuey-new-keyword": True},  # a strict validator refuses the schema
+        {"maxLength": 100},  # a tighter limit refuses bodies
+        {"pattern": "^[a-z]+$"},
+    ):
+        changed = json.loads(json.dumps(schema))
+        changed["properties"]["queue"].update(change)
+        assert fingerprint(changed) != base, change
+    titled = {"properties": {"title": {"type": "string"}}}
+    assert fingerprint(titled) != fingerprint({"properties": {}}), "a field named title counts"

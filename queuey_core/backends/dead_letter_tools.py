@@ -27,6 +27,20 @@ class DeadLetter(NamedTuple):
     dead_at: int | None
     handle: str
 
+    @classmethod
+    def of(cls, envelope: Envelope, reason: str, dead_at: int | None, handle: str) -> DeadLetter:
+        """The dead letter of ``envelope``, its ``dead_at`` never before its ``enqueued_at``.
+
+        Every backend makes its dead letters here. The two times come from different
+        clocks: ``enqueued_at`` from the producer's, ``dead_at`` from the worker's, or on
+        RabbitMQ from ``x-death`` in whole seconds of the broker's, so a job that reaches
+        ``queuey.unroutable`` within the second it was enqueued would read as dead before
+        it was enqueued. It died at the earliest when it was.
+        """
+        if dead_at is not None and dead_at < envelope.enqueued_at:
+            dead_at = envelope.enqueued_at
+        return cls(envelope, reason, dead_at, handle)
+
 
 class UndecodableDeadLetter(NamedTuple):
     """A message of a dead-letter queue that is not a queuey envelope.

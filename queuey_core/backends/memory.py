@@ -341,7 +341,7 @@ class MemoryBackend(
             if dead is not None:
                 env = delivery.envelope
                 now = self._clock.wall_ms()
-                q.dead.append(DeadLetter(env, dead, now, str(env.job_id)))
+                q.dead.append(DeadLetter.of(env, dead, now, str(env.job_id)))
             else:
                 q.acked.append(delivery.envelope)
             self._pump(q)

@@ -163,6 +163,23 @@ def test_dead_letters_can_be_listed_requeued_and_purged(
     assert backend.requeue_dead_letters(ALPHA, [str(uuid.uuid4())]) == 0
 
 
+def test_a_dead_letter_never_died_before_it_was_enqueued(
+    backend: MemoryBackend, queues: QueueSet, clock: ManualClock
+) -> None:
+    # The producer's clock runs 1.5 s ahead of the backend's (another machine's, say).
+    ahead = ManualClock(start_wall_ms=clock.wall_ms() + 1_500)
+    job_id = Producer(backend, queues, clock=ahead).enqueue(Greet(name="x"))
+    got, sink = collect()
+    sub = backend.consume(QueueConfig(ALPHA, prefetch=0, max_priority=10), sink)
+    [delivery] = got
+    assert not isinstance(delivery, ConsumerEnded)
+    delivery.dead_letter("why")
+    sub.cancel()
+    [dead] = backend.list_dead_letters(ALPHA)
+    assert dead.handle == str(job_id)
+    assert dead.dead_at == ahead.wall_ms() > clock.wall_ms(), "at the earliest, its enqueue"
+
+
 def test_a_requeued_dead_letter_starts_again_at_attempt_one(
     backend: MemoryBackend, producer: Producer
 ) -> None:

@@ -43,6 +43,7 @@ def letter_from(
 ) -> AnyDeadLetter:
     """The dead letter of ``body``, its headers and what was read of them; ``handle`` is
     the one it is listed under if it is not an envelope (an envelope's is its job id).
+    An envelope's ``dead_at`` is never before its ``enqueued_at`` (:meth:`DeadLetter.of`).
     Shared by the scan path and the job store's table (:mod:`.dead_letter_rows`)."""
     try:
         # Its trace context too, so that a requeued dead letter stays in its job's trace.
@@ -50,7 +51,7 @@ def letter_from(
     except Exception as exc:  # DecodeError; anything else would be a bug, and still shown
         error = str(exc) if isinstance(exc, DecodeError) else type(exc).__name__
         return UndecodableDeadLetter(body_preview(body), error, reason, dead_at, handle)
-    return DeadLetter(envelope, reason, dead_at, str(envelope.job_id))
+    return DeadLetter.of(envelope, reason, dead_at, str(envelope.job_id))
 
 
 def _millis(value: object) -> int | None:

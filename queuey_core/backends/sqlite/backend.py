@@ -285,7 +285,7 @@ class SqliteBackend(
             logger.error("undecodable message dead-lettered: %s", exc, extra={"queue": sub.queue})
             self._writer.bury(row, sub.queue, f"{exc}", decodable=False, owner=self.owner)
             return
-        if redeliveries > MAX_REDELIVERIES:
+        if redeliveries >= MAX_REDELIVERIES:
             # Claimed again and again, by processes that died before settling: the
             # count lives in the row, so it survives the processes (as the dispatcher's
             # in-process count cannot).

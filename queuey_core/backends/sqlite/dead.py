@@ -169,7 +169,7 @@ def _dead_letter(
         return UndecodableDeadLetter(
             body_preview(bytes(body)), str(exc), reason, dead_at, handle or f"#{position}"
         )
-    return DeadLetter(envelope, reason, dead_at, handle)
+    return DeadLetter.of(envelope, reason, dead_at, handle)
 
 
 def requeue(

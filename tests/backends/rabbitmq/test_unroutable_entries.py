@@ -19,6 +19,9 @@ from queuey_core import DeadLetter
 from queuey_core import Envelope
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.backends.rabbitmq.dead_letter_reading import dead_letter_of
+from queuey_core.backends.rabbitmq.dead_letter_rows import letter_of
+from queuey_core.backends.rabbitmq.dead_letter_rows import row_of
+from queuey_core.results.dead_letter_sql import Stored
 
 KEY = topology.delay_routing_key(1100, "pc.nosuch")
 LEFT_THE_LADDER = datetime.datetime(2026, 12, 2, 1, 26, 1, tzinfo=datetime.UTC)
@@ -82,6 +85,19 @@ def test_a_rejected_dead_letter_takes_its_time_from_x_death_too() -> None:
     dead = dead_letter_of(BasicProperties(headers=rejected), env.encode(), 1)
     assert dead.reason == "dead-lettered by RabbitMQ (rejected)"
     assert dead.dead_at == int(LEFT_THE_LADDER.timestamp()) * 1000
+
+
+def test_an_entry_that_left_the_ladder_within_its_enqueue_second_is_not_dead_before_it() -> None:
+    # x-death's time is whole seconds: a job enqueued at 01:26:01.700 with a delay of
+    # 100 ms leaves the ladder at 01:26:01.8, which x-death says is 01:26:01.000.
+    enqueued_at = int(LEFT_THE_LADDER.timestamp()) * 1000 + 700
+    env = envelope().model_copy(update={"enqueued_at": enqueued_at})
+    dead = dead_letter_of(BasicProperties(headers=HEADERS), env.encode(), 1, KEY)
+    assert dead.dead_at == enqueued_at, "dead_at never precedes enqueued_at"
+    row = row_of(topology.UNROUTABLE, BasicProperties(headers=HEADERS), env.encode())
+    assert row.dead_at == enqueued_at, "nor in a row of the job store's table"
+    stored_earlier = Stored(1, row._replace(dead_at=enqueued_at - 700))
+    assert letter_of(stored_earlier).dead_at == enqueued_at, "nor read from an older row"
 
 
 def test_queueys_own_headers_win_over_what_the_broker_left() -> None:

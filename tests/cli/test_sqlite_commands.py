@@ -177,29 +177,6 @@ def test_enqueue_burst_queues_and_every_dlq_command(project: Project) -> None:
     assert project.json("dlq", "list") == []
 
 
-def test_a_forced_stop_leaves_its_running_job_leased_until_the_lease_runs_out(
-    project: Project, started: Callable[[subprocess.Popen[str]], subprocess.Popen[str]]
-) -> None:
-    # docs/operations.md ("Stopping") and docs/cli.md: on a file, a second signal does
-    # not give the running job back (a drain does, on close); its lease runs out, as
-    # after a kill -9, and the job is ready again with no worker running.
-    project.run("enqueue", "nap", '{"seconds": 600}')
-    worker = started(project.start("worker", "--queues", "beta"))
-    wait(lambda: project.queue("beta")["unacked"] == 1, "the worker runs the nap")
-    worker.send_signal(signal.SIGINT)
-    wait(lambda: "draining" in (worker.stderr.readline() if worker.stderr else ""), "drains")
-    worker.send_signal(signal.SIGINT)
-    assert worker.wait(timeout=30) == 130
-    wait(lambda: project.ready("beta") == 1, "the job is ready once its lease ran out")
-    conn = sqlite3.connect(project.db, timeout=10)
-    try:
-        [(owner, claims)] = conn.execute("SELECT lease_owner, claims FROM queuey_messages")
-    finally:
-        conn.close()
-    assert owner is not None, "never given back: its lease ran out"
-    assert claims == 1
-
-
 def test_workers_and_workers_shutdown_reach_every_process_through_the_file(
     project: Project, started: Callable[[subprocess.Popen[str]], subprocess.Popen[str]]
 ) -> None:

@@ -240,9 +240,13 @@ def test_the_scheduler_and_the_dashboard_answer_the_same_health_check(
         "QUEUEY_SCHEDULES__HELLO__EVERY": "1h",
         "QUEUEY_SCHEDULER__METRICS_PORT": str(free_port()),
     }
-    scheduler = containers.start("scheduler", env=schedule)
+    # On one embedded file (no broker needed), as compose's embedded profile shares it.
+    volume = containers.volume()
+    schedule["QUEUEY_BROKER__URL"] = board_url = "sqlite:////data/queuey.db"
+    scheduler = containers.start("scheduler", env=schedule, volume=volume)
     port = free_port()
     board = {
+        "QUEUEY_BROKER__URL": board_url,
         "QUEUEY_DASHBOARD__HOST": "0.0.0.0",
         "QUEUEY_DASHBOARD__PORT": str(port),
         "QUEUEY_DASHBOARD__TOKEN": TOKEN,
@@ -250,7 +254,7 @@ def test_the_scheduler_and_the_dashboard_answer_the_same_health_check(
         "QUEUEY_WORKER__METRICS_PORT": str(free_port()),
         "QUEUEY_SCHEDULER__METRICS_PORT": str(free_port()),
     }
-    dashboard = containers.start("dashboard", env=board)
+    dashboard = containers.start("dashboard", env=board, volume=volume)
     until_healthy(scheduler)
     until_healthy(dashboard)
     request = urllib.request.Request(

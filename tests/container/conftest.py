@@ -34,12 +34,15 @@ HOW = (
 FIGURES: list[str] = []
 
 
+#: The modules that need the engine (test_dockerfile.py reads the file: it always runs).
+ENGINE_MODULES = {"test_image.py", "test_compose.py"}
+
 #: Set when the tests were left out: the summary then says how to turn them on, once.
 LEFT_OUT: list[str] = []
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path.name.startswith("test_") and not _asked():
+    if collection_path.name in ENGINE_MODULES and not _asked():
         LEFT_OUT.append(collection_path.name)
         return True
     return None

@@ -146,7 +146,7 @@ def test_a_worker_on_rabbitmq_runs_jobs_and_every_subcommand_works_through_the_e
     assert doomed in listed.stdout, "the dead letter is listed"
     queues = containers.once("queues", "--json")
     assert {q["name"] for q in json.loads(queues.stdout)["queues"]} >= {"alpha", "beta"}
-    workers = containers.once("workers", "--json")
+    workers = containers.once("workers", "--json", "--timeout", "5s")
     assert len(json.loads(workers.stdout)) >= 1, "the running worker answers"
 
 

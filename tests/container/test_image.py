@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import urllib.request
+from pathlib import Path
 
 import pika
 import pytest
@@ -210,6 +211,20 @@ def test_the_embedded_backend_writes_in_data_with_no_volume_mounted(
     job_id = enqueue(name, "greet", '{"name": "ada"}')
     eventually(lambda: finished(name, job_id))
     assert "queuey.db" in podman("exec", name, "ls", "/data").stdout
+
+
+def test_a_host_directory_the_user_owns_holds_the_file(
+    containers: Containers, tmp_path: Path
+) -> None:
+    host = tmp_path / "data"
+    host.mkdir()
+    os.chown(host, 10001, 10001)  # as docs/containers.md says: the image's uid
+    url = "sqlite:////data/queuey.db"
+    name = containers.start("worker", env={"QUEUEY_BROKER__URL": url}, volume=str(host))
+    until_healthy(name)
+    job_id = enqueue(name, "greet", '{"name": "ada"}')
+    eventually(lambda: finished(name, job_id))
+    assert (host / "queuey.db").exists(), "the file is on the host"
 
 
 def test_a_job_on_a_mounted_file_outlives_a_forced_stop_and_runs_again(

@@ -108,7 +108,7 @@ class Containers:
 
     def remove_all(self) -> None:
         for name in self.names:
-            podman("rm", "-f", "-t", "0", name, check=False)
+            podman("rm", "-f", "-v", "-t", "0", name, check=False)  # -v: its anonymous /data
         for name in self.volumes:
             podman("volume", "rm", "-f", name, check=False)
 

@@ -38,6 +38,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "workers": ("queuey_cli.workers", "app"),
     "migrate": ("queuey_cli.migrate", "migrate"),
     "dashboard": ("queuey_cli.dashboard", "dashboard"),
+    "health": ("queuey_cli.health", "health"),
 }
 
 #: Commands whose Click command is a class of their own: (module, class).

@@ -15,6 +15,8 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -24,6 +26,12 @@ from queuey_dashboard import actions, dead_letter_pages, job_pages, pages
 from queuey_dashboard.rendering import HERE, http_error, queuey_error, unexpected_error
 from queuey_dashboard.security import Guard
 from queuey_dashboard.state import Dashboard
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """Alive: the event loop answers (``queuey health``, a container's health check)."""
+    return JSONResponse({"ok": True})
+
 
 #: Every route (paths under where the dashboard is mounted). GETs read; the POSTs are
 #: the writes, each behind :func:`queuey_dashboard.actions.write`.
@@ -45,6 +53,7 @@ ROUTES = [
     Route("/queues/{queue}/dead-letters/purge", actions.purge, methods=["POST"]),
     Route("/jobs", job_pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", job_pages.job),
+    Route("/healthz", healthz),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]
 

@@ -76,6 +76,7 @@ COMMANDS = [
     "workers",
     "migrate",
     "dashboard",
+    "health",
 ]
 
 

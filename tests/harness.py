@@ -317,6 +317,11 @@ class WorkerEnv:
     def producer(self, backend: Backend | None = None) -> Producer:
         return Producer(backend or self.backend, self.queues, clock=self.clock)
 
+    def another_backend(self) -> Backend:
+        """A second backend on the same queues, as another process would open it (the
+        caller closes it); only where the backend declares ``across_processes``."""
+        raise NotImplementedError(f"no other process reaches the {self.name} backend")
+
     def close(self) -> None:
         """Clean up after the test."""
 
@@ -356,9 +361,14 @@ class SqliteEnv(MemoryEnv):
         self.manual = ManualClock()
         self.clock = self.manual
         self._dir = tempfile.mkdtemp(prefix="queuey-sqlite-")
-        self.inner = SqliteBackend(f"sqlite:///{self._dir}/queuey.db", clock=self.manual)
+        #: The file's URL: another backend (another process) opens the same queues.
+        self.url = f"sqlite:///{self._dir}/queuey.db"
+        self.inner = SqliteBackend(self.url, clock=self.manual)
         self.backend = RecordingSqlite(self.inner)
         self.queues = seed_queues()
+
+    def another_backend(self) -> Backend:
+        return SqliteBackend(self.url, clock=self.manual)
 
     def close(self) -> None:
         try:
@@ -390,6 +400,9 @@ class RabbitEnv(WorkerEnv):
 
     def elapse(self, seconds: float) -> None:
         time.sleep(self.d(seconds) + 0.2)
+
+    def another_backend(self) -> Backend:
+        return RabbitMQBackend(AMQP_URL, heartbeat=10, publish_timeout=10)
 
     def wait_for(self, cond: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

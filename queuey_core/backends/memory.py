@@ -22,6 +22,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Sequence
+from typing import ClassVar
 
 from queuey_core.backends.base import ConsumerEnded, Sink
 from queuey_core.backends.capabilities import (
@@ -35,9 +36,11 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     UndecodableDeadLetter,
 )
+from queuey_core.backends.features import Features
 from queuey_core.backends.memory_cancels import MemoryCancels
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.backends.memory_dead import MemoryDeadLetters
+from queuey_core.backends.memory_features import FEATURES
 from queuey_core.backends.memory_queue import (
     MemoryDelivery,
     MemoryQueue,
@@ -64,6 +67,9 @@ class MemoryBackend(
     MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels
 ):
     """A broker in a dict, for tests and demos. See the module docstring."""
+
+    #: What it does differently on purpose (:mod:`.memory_features`).
+    features: ClassVar[Features] = FEATURES
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()

@@ -54,6 +54,8 @@ from queuey_core.errors import (
     ConfigError,
     ConsumerStoppedError,
     DecodeError,
+    NotEnqueuedError,
+    PublishFailure,
     UnroutableError,
 )
 from queuey_core.limits import check_delay
@@ -102,13 +104,13 @@ class MemoryBackend(
     def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
         """See :meth:`Backend.publish`."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish()
             self._hold_or_ready(self._queue(envelope.queue), envelope, delay, deferral=False)
 
     def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
         """See :meth:`Backend.publish_many`: all or nothing."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish()
             targets = [(self._queue(env.queue), env, delay) for env, delay in items]
             for queue, env, delay in targets:
                 self._hold_or_ready(queue, env, delay, deferral=False)
@@ -122,7 +124,7 @@ class MemoryBackend(
     def defer(self, envelope: Envelope, delay: float) -> None:
         """See :meth:`Backend.defer`."""
         with self._lock:
-            self._check_open()
+            self._check_open_to_publish()
             self._hold_or_ready(self._queue(envelope.queue), envelope, delay, deferral=True)
 
     def consume(self, queue: QueueConfig, sink: Sink) -> MemorySubscription:
@@ -239,6 +241,12 @@ class MemoryBackend(
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError("the backend is closed")
+
+    def _check_open_to_publish(self) -> None:
+        # A publish on a closed backend surely did not happen: NotEnqueuedError, as on
+        # every backend (docs/enqueueing.md), which the producer fills with the job ids.
+        if self._closed:
+            raise NotEnqueuedError("the memory backend is closed", reason=PublishFailure.CLOSED)
 
     def _queue(self, name: str) -> MemoryQueue:
         q = self._queues.get(name)

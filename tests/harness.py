@@ -16,6 +16,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Sequence
@@ -39,8 +40,11 @@ from queuey_core import SystemClock
 from queuey_core.backends.base import Sink
 from queuey_core.backends.base import Subscription
 from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import CancelListener
+from queuey_core.backends.capabilities import CancelWatch
 from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
+from queuey_core.backends.capabilities import SupportsCancellation
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
@@ -189,7 +193,22 @@ class Recording(Wrapping):
         return [d for d in self.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
 
-class RecordingRabbit(Recording):
+class PassingCancels(Recording, SupportsCancellation):
+    """A recording backend whose inner backend has cancels, and passes them on (a worker
+    asks for the capability by type, so a wrapper without it would have none)."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self._cancels = require(inner, SupportsCancellation, "a wrapped backend's cancels")
+
+    def cancel_jobs(self, job_ids: Sequence[uuid.UUID]) -> None:
+        self._cancels.cancel_jobs(job_ids)
+
+    def watch_cancels(self, listener: CancelListener) -> CancelWatch:
+        return self._cancels.watch_cancels(listener)
+
+
+class RecordingRabbit(PassingCancels):
     """A RabbitMQBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: RabbitMQBackend) -> None:
@@ -218,7 +237,7 @@ class RecordingRabbit(Recording):
         return self.rabbit.is_closed()
 
 
-class RecordingSqlite(Recording):
+class RecordingSqlite(PassingCancels):
     """A SqliteBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: SqliteBackend) -> None:

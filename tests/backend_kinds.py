@@ -193,6 +193,9 @@ class BackendKind:
     #: The job store it records to in the contract suite (tests/contract/): ``"own"``
     #: (the backend's own file), ``"memory"``, ``"sqlite"`` or ``"postgres"``.
     store: str = "memory"
+    #: The ``[broker] url`` of a ``queuey`` command on this backend, in a folder of the
+    #: test's; None where no other process can reach it (``across_processes``).
+    cli_url: Callable[[str], str] | None = None
 
     def param(self) -> Any:
         marks = [pytest.mark.integration] if self.needs_broker else []
@@ -206,8 +209,22 @@ class BackendKind:
 #: The backends every shared test runs on.
 BACKENDS = [
     BackendKind("memory", MemoryBackend, MemoryEnv, MemoryContract),
-    BackendKind("sqlite", SqliteBackend, SqliteEnv, SqliteContract, store="own"),
-    BackendKind("rabbitmq", RabbitMQBackend, RabbitEnv, RabbitContract, needs_broker=True),
+    BackendKind(
+        "sqlite",
+        SqliteBackend,
+        SqliteEnv,
+        SqliteContract,
+        store="own",
+        cli_url=lambda folder: f"sqlite:///{folder}/queuey.db",
+    ),
+    BackendKind(
+        "rabbitmq",
+        RabbitMQBackend,
+        RabbitEnv,
+        RabbitContract,
+        needs_broker=True,
+        cli_url=lambda _: AMQP_URL,
+    ),
 ]
 
 
@@ -226,6 +243,7 @@ STORE_BACKENDS = [
         lambda: RabbitStoreContract("sqlite"),
         needs_broker=True,
         store="sqlite",
+        cli_url=lambda _: AMQP_URL,
     ),
     BackendKind(
         "rabbitmq+postgres",
@@ -234,6 +252,7 @@ STORE_BACKENDS = [
         lambda: RabbitStoreContract("postgres"),
         needs_broker=True,
         store="postgres",
+        cli_url=lambda _: AMQP_URL,
     ),
 ]
 
@@ -245,11 +264,11 @@ def stored_params() -> list[Any]:
     return [kind.param() for kind in [BACKENDS[0], BACKENDS[1], *STORE_BACKENDS]]
 
 
-def store_url(kind: BackendKind, env: WorkerEnv, folder: str) -> str:
+def store_url(kind: BackendKind, env: WorkerEnv | None, folder: str) -> str:
     """A job store for ``kind``'s test in ``env``: a new one, or the backend's own file;
     files go in ``folder``, a PostgreSQL store in a schema of its own (drop it after)."""
     if kind.store == "own":
-        assert isinstance(env, SqliteEnv)
+        assert isinstance(env, SqliteEnv), "only the embedded file is its own store"
         return env.url
     if kind.store == "sqlite":
         return f"sqlite:///{folder}/store.db"

@@ -56,10 +56,18 @@ class Stored:
 
 
 @pytest.fixture(params=stored_params())
-def stored(request: pytest.FixtureRequest) -> Iterator[Stored]:
-    """Each backend with the store a user would give it (RabbitMQ: SQLite, PostgreSQL)."""
+def stored_kind(request: pytest.FixtureRequest) -> BackendKind:
+    """Each backend with the store a user would give it (RabbitMQ: SQLite, PostgreSQL),
+    that declares what the test requires."""
     found: BackendKind = request.param
     skip_unless_declared(request, found)
+    return found
+
+
+@pytest.fixture
+def stored(stored_kind: BackendKind) -> Iterator[Stored]:
+    """:func:`stored_kind`'s worker environment, with its job store open."""
+    found = stored_kind
     folder = tempfile.mkdtemp(prefix="queuey-contract-")
     with backend_env(found, found.worker_env) as env:
         url = store_url(found, env, folder)

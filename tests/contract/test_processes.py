@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 
 from tests.backend_kinds import BackendKind
-from tests.backend_kinds import stored_params
-from tests.contract.conftest import skip_unless_declared
 from tests.contract.projects import Project
 from tests.contract.projects import project_on
 from tests.contract.projects import wait
@@ -28,16 +26,9 @@ from tests.integration.processes import JsonLogProcess
 pytestmark = [pytest.mark.processes, pytest.mark.requires("across_processes")]
 
 
-@pytest.fixture(params=stored_params())
-def kind(request: pytest.FixtureRequest) -> BackendKind:
-    found: BackendKind = request.param
-    skip_unless_declared(request, found)
-    return found
-
-
 @pytest.fixture
-def project(kind: BackendKind, tmp_path: Path) -> Iterator[Project]:
-    with project_on(kind, tmp_path / "project") as made:
+def project(stored_kind: BackendKind, tmp_path: Path) -> Iterator[Project]:
+    with project_on(stored_kind, tmp_path / "project") as made:
         yield made
 
 
@@ -112,10 +103,10 @@ def test_a_job_of_a_worker_killed_with_sigkill_runs_again_to_its_end(
 
 
 def test_a_second_signal_stops_at_once_and_gives_the_jobs_in_hand_back(
-    kind: BackendKind, tmp_path: Path, running: list[JsonLogProcess]
+    stored_kind: BackendKind, tmp_path: Path, running: list[JsonLogProcess]
 ) -> None:
     # A lease far longer than the test: the job is ready again only if it was released.
-    with project_on(kind, tmp_path / "project", lease=600) as project:
+    with project_on(stored_kind, tmp_path / "project", lease=600) as project:
         job = project.enqueue("nap", '{"seconds": 600}')
         worker = started_job(project, running, job)
         worker.proc.send_signal(signal.SIGINT)

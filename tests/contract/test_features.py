@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 from pathlib import Path
 
@@ -78,12 +80,12 @@ def test_a_built_in_store_is_the_one_a_worker_records_to_without_results(
 
 @pytest.mark.parametrize("kind", BACKENDS, ids=lambda k: k.name)
 def test_leases_are_options_of_the_backends_url(kind: BackendKind) -> None:
+    # A backend package's URL options are its options.py (the embedded file's lease).
     options = kind.backend.__module__.rsplit(".", 1)[0] + ".options"
-    try:
-        module = __import__(options, fromlist=["DEFAULT_LEASE"])
-    except ImportError:
-        module = None
-    assert kind.supports("leases") == hasattr(module, "DEFAULT_LEASE")
+    lease = importlib.util.find_spec(options) is not None and hasattr(
+        importlib.import_module(options), "DEFAULT_LEASE"
+    )
+    assert kind.supports("leases") == lease
 
 
 def test_an_unknown_feature_is_an_error_not_a_no() -> None:

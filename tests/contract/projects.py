@@ -94,6 +94,12 @@ class Project:
         found = self.json("queues")
         return next(q for q in found["queues"] if q["name"] == name)
 
+    def counts(self, name: str) -> tuple[int, int]:
+        """(ready, unacked) of queue ``name``. RabbitMQ tells unacked only through its
+        management API, which the project does not set: there it counts as 0."""
+        found = self.queue(name)
+        return int(found["ready"] or 0), int(found["unacked"] or 0)
+
 
 def wait(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Poll ``cond`` until it holds; generous, for a loaded machine."""

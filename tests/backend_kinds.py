@@ -28,6 +28,7 @@ from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
 from queuey_core.backends.capabilities import Inspectable
 from queuey_core.backends.capabilities import require
+from queuey_core.backends.features import supports
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.results import open_job_store
@@ -182,22 +183,48 @@ class BackendKind:
     """One backend as the shared tests make it."""
 
     name: str
+    #: The backend's class: what it declares (its ``features`` and capabilities).
+    backend: type
     worker_env: Callable[[], WorkerEnv]
     contract_env: Callable[[], ContractEnv]
     #: Needs a broker running beside the tests: marked ``integration``, skipped (failed
     #: under CI) when the broker does not answer.
     needs_broker: bool = False
+    #: The job store it records to in the contract suite (tests/contract/): ``"own"``
+    #: (the backend's own file), ``"memory"``, ``"sqlite"`` or ``"postgres"``.
+    store: str = "memory"
+    #: The ``[broker] url`` of a ``queuey`` command on this backend, in a folder of the
+    #: test's; None where no other process can reach it (``across_processes``).
+    cli_url: Callable[[str], str] | None = None
 
     def param(self) -> Any:
         marks = [pytest.mark.integration] if self.needs_broker else []
         return pytest.param(self, id=self.name, marks=marks)
 
+    def supports(self, feature: str) -> bool:
+        """Whether the backend declares ``feature`` (a flag or a capability, by name)."""
+        return supports(self.backend, feature)
+
 
 #: The backends every shared test runs on.
 BACKENDS = [
-    BackendKind("memory", MemoryEnv, MemoryContract),
-    BackendKind("sqlite", SqliteEnv, SqliteContract),
-    BackendKind("rabbitmq", RabbitEnv, RabbitContract, needs_broker=True),
+    BackendKind("memory", MemoryBackend, MemoryEnv, MemoryContract),
+    BackendKind(
+        "sqlite",
+        SqliteBackend,
+        SqliteEnv,
+        SqliteContract,
+        store="own",
+        cli_url=lambda folder: f"sqlite:///{folder}/queuey.db",
+    ),
+    BackendKind(
+        "rabbitmq",
+        RabbitMQBackend,
+        RabbitEnv,
+        RabbitContract,
+        needs_broker=True,
+        cli_url=lambda _: AMQP_URL,
+    ),
 ]
 
 
@@ -210,12 +237,44 @@ def backend_params() -> list[Any]:
 #: these too (tests/integration/backends/test_dead_letter_pages.py).
 STORE_BACKENDS = [
     BackendKind(
-        "rabbitmq+sqlite", RabbitEnv, lambda: RabbitStoreContract("sqlite"), needs_broker=True
+        "rabbitmq+sqlite",
+        RabbitMQBackend,
+        RabbitEnv,
+        lambda: RabbitStoreContract("sqlite"),
+        needs_broker=True,
+        store="sqlite",
+        cli_url=lambda _: AMQP_URL,
     ),
     BackendKind(
-        "rabbitmq+postgres", RabbitEnv, lambda: RabbitStoreContract("postgres"), needs_broker=True
+        "rabbitmq+postgres",
+        RabbitMQBackend,
+        RabbitEnv,
+        lambda: RabbitStoreContract("postgres"),
+        needs_broker=True,
+        store="postgres",
+        cli_url=lambda _: AMQP_URL,
     ),
 ]
+
+
+def stored_params() -> list[Any]:
+    """Each backend with the job store a user would give it, as pytest parameters: memory
+    with a ``memory://`` store, the embedded file with its own, RabbitMQ with a SQLite
+    and with a PostgreSQL store (it keeps none of its own)."""
+    return [kind.param() for kind in [BACKENDS[0], BACKENDS[1], *STORE_BACKENDS]]
+
+
+def store_url(kind: BackendKind, env: WorkerEnv | None, folder: str) -> str:
+    """A job store for ``kind``'s test in ``env``: a new one, or the backend's own file;
+    files go in ``folder``, a PostgreSQL store in a schema of its own (drop it after)."""
+    if kind.store == "own":
+        assert isinstance(env, SqliteEnv), "only the embedded file is its own store"
+        return env.url
+    if kind.store == "sqlite":
+        return f"sqlite:///{folder}/store.db"
+    if kind.store == "postgres":
+        return f"{PG_URL}?schema=queuey_test_{uuid.uuid4().hex[:12]}"
+    return f"memory://{uuid.uuid4().hex}"
 
 
 def dead_letter_params() -> list[Any]:

@@ -16,6 +16,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Sequence
@@ -39,9 +40,12 @@ from queuey_core import SystemClock
 from queuey_core.backends.base import Sink
 from queuey_core.backends.base import Subscription
 from queuey_core.backends.capabilities import AnyDeadLetter
+from queuey_core.backends.capabilities import CancelListener
+from queuey_core.backends.capabilities import CancelWatch
 from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import DeadLetterWindow
+from queuey_core.backends.capabilities import SupportsCancellation
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
@@ -203,7 +207,22 @@ class Recording(Wrapping):
         return [d for d in self.list_dead_letters(queue) if isinstance(d, DeadLetter)]
 
 
-class RecordingRabbit(Recording):
+class PassingCancels(Recording, SupportsCancellation):
+    """A recording backend whose inner backend has cancels, and passes them on (a worker
+    asks for the capability by type, so a wrapper without it would have none)."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self._cancels = require(inner, SupportsCancellation, "a wrapped backend's cancels")
+
+    def cancel_jobs(self, job_ids: Sequence[uuid.UUID]) -> None:
+        self._cancels.cancel_jobs(job_ids)
+
+    def watch_cancels(self, listener: CancelListener) -> CancelWatch:
+        return self._cancels.watch_cancels(listener)
+
+
+class RecordingRabbit(PassingCancels):
     """A RabbitMQBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: RabbitMQBackend) -> None:
@@ -232,7 +251,7 @@ class RecordingRabbit(Recording):
         return self.rabbit.is_closed()
 
 
-class RecordingSqlite(Recording):
+class RecordingSqlite(PassingCancels):
     """A SqliteBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: SqliteBackend) -> None:
@@ -331,6 +350,11 @@ class WorkerEnv:
     def producer(self, backend: Backend | None = None) -> Producer:
         return Producer(backend or self.backend, self.queues, clock=self.clock)
 
+    def another_backend(self) -> Backend:
+        """A second backend on the same queues, as another process would open it (the
+        caller closes it); only where the backend declares ``across_processes``."""
+        raise NotImplementedError(f"no other process reaches the {self.name} backend")
+
     def close(self) -> None:
         """Clean up after the test."""
 
@@ -370,9 +394,14 @@ class SqliteEnv(MemoryEnv):
         self.manual = ManualClock()
         self.clock = self.manual
         self._dir = tempfile.mkdtemp(prefix="queuey-sqlite-")
-        self.inner = SqliteBackend(f"sqlite:///{self._dir}/queuey.db", clock=self.manual)
+        #: The file's URL: another backend (another process) opens the same queues.
+        self.url = f"sqlite:///{self._dir}/queuey.db"
+        self.inner = SqliteBackend(self.url, clock=self.manual)
         self.backend = RecordingSqlite(self.inner)
         self.queues = seed_queues()
+
+    def another_backend(self) -> Backend:
+        return SqliteBackend(self.url, clock=self.manual)
 
     def close(self) -> None:
         try:
@@ -404,6 +433,9 @@ class RabbitEnv(WorkerEnv):
 
     def elapse(self, seconds: float) -> None:
         time.sleep(self.d(seconds) + 0.2)
+
+    def another_backend(self) -> Backend:
+        return RabbitMQBackend(AMQP_URL, heartbeat=10, publish_timeout=10)
 
     def wait_for(self, cond: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

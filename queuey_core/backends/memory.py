@@ -23,6 +23,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
+from typing import ClassVar
 
 from queuey_core.backends.base import ConsumerEnded, Sink, closed_to_publishing
 from queuey_core.backends.capabilities import (
@@ -36,9 +37,11 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     UndecodableDeadLetter,
 )
+from queuey_core.backends.features import Features
 from queuey_core.backends.memory_cancels import MemoryCancels
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.backends.memory_dead import MemoryDeadLetters
+from queuey_core.backends.memory_features import FEATURES
 from queuey_core.backends.memory_queue import (
     MemoryDelivery,
     MemoryQueue,
@@ -65,6 +68,9 @@ class MemoryBackend(
     MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels
 ):
     """A broker in a dict, for tests and demos. See the module docstring."""
+
+    #: What it does differently on purpose (:mod:`.memory_features`).
+    features: ClassVar[Features] = FEATURES
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()

@@ -19,7 +19,7 @@ import ssl
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from pika.adapters.blocking_connection import BlockingChannel
 
@@ -35,6 +35,7 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     SupportsSchedules,
 )
+from queuey_core.backends.features import Features
 from queuey_core.backends.rabbitmq import control, topology
 from queuey_core.backends.rabbitmq.admin import (
     Admin,
@@ -46,6 +47,7 @@ from queuey_core.backends.rabbitmq.connection import ConnectionPlan
 from queuey_core.backends.rabbitmq.consumer import ConsumerLink
 from queuey_core.backends.rabbitmq.dead_letters import RabbitDeadLetters
 from queuey_core.backends.rabbitmq.election import RabbitElection
+from queuey_core.backends.rabbitmq.features import FEATURES
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.messages import Pub, properties
 from queuey_core.backends.rabbitmq.publishing import Publishing
@@ -100,6 +102,9 @@ class RabbitMQBackend(
         ConfigError: the URL is not a valid AMQP URL, or an SSL context came with an
             ``amqp://`` one.
     """
+
+    #: What it does differently on purpose (:mod:`.features`).
+    features: ClassVar[Features] = FEATURES
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
+from typing import ClassVar
 
 from queuey_core.backends.base import ConsumerEnded, Sink, closed_to_publishing
 from queuey_core.backends.capabilities import (
@@ -35,6 +36,7 @@ from queuey_core.backends.capabilities import (
     SupportsControl,
     SupportsSchedules,
 )
+from queuey_core.backends.features import Features
 from queuey_core.backends.sqlite import counts as tally
 from queuey_core.backends.sqlite import messages
 from queuey_core.backends.sqlite.cancels import FileCancels
@@ -42,6 +44,7 @@ from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscript
 from queuey_core.backends.sqlite.control import SqliteControl
 from queuey_core.backends.sqlite.database import Database, SqliteError
 from queuey_core.backends.sqlite.dead_tools import SqliteDeadLetters
+from queuey_core.backends.sqlite.features import FEATURES
 from queuey_core.backends.sqlite.options import SqliteOptions, parse_url
 from queuey_core.backends.sqlite.pump import Pump
 from queuey_core.backends.sqlite.schedules import SqliteElection, SqliteScheduleState
@@ -71,6 +74,9 @@ class SqliteBackend(
     file has no connection to lose) and :class:`EarlyAck` (a settle is one short
     commit).
     """
+
+    #: What it does differently on purpose (:mod:`.features`).
+    features: ClassVar[Features] = FEATURES
 
     def __init__(self, url: str | SqliteOptions, *, clock: Clock | None = None) -> None:
         self.options = parse_url(url) if isinstance(url, str) else url

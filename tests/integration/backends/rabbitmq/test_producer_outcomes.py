@@ -1,7 +1,9 @@
 """What a publish tells its caller, on the shared RabbitMQ (in the test vhost).
 
 Chosen ids on the wire, which jobs of a batch made it, and a message pika cannot encode
-failing alone. Faults that need a broker to stop or block are in test_producer_faults.py.
+failing alone. Faults that need a broker to stop or block are in test_producer_faults.py;
+a closed backend's outcome, the same on every backend, is in
+tests/contract/test_enqueue_outcomes.py.
 """
 
 from __future__ import annotations
@@ -139,18 +141,6 @@ def test_a_message_that_cannot_be_encoded_fails_alone_and_the_publisher_goes_on(
     producer.enqueue(Here(n=100))
     producer.enqueue_many([Here(n=101), Here(n=102)])
     assert len(taken(HERE)) == 3 + 3, "the good ones, and nothing of the bad ones"
-
-
-def test_a_publish_on_a_closed_backend_is_not_enqueued(
-    rabbit: RabbitMQBackend, producer: Producer
-) -> None:
-    rabbit.close()
-    with pytest.raises(NotEnqueuedError) as caught:
-        producer.enqueue(Here(n=1), job_id="late")
-    assert caught.value.reason is PublishFailure.CLOSED
-    assert caught.value.not_enqueued == (job_id_for("late"),)
-    with pytest.raises(NotEnqueuedError):
-        producer.enqueue_many([Here(n=2)])
 
 
 FULL = unique("it.outcomes.full")

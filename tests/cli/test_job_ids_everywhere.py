@@ -1,0 +1,61 @@
+"""A job enqueued from the command line is known to every command that takes a job id:
+``enqueue --file`` records its jobs as queued as the one-job ``enqueue`` does, and an id
+given as a key (``--job-id order-42``) is taken by ``job``, ``cancel`` and ``dlq
+show|requeue`` as ``enqueue`` took it. On the embedded backend, whose job store is the
+broker's own file, in process."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from queuey_cli.main import app
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A config on a SQLite file (its job store: the same file)."""
+    db = tmp_path / "q.db"
+    path = tmp_path / "queuey.toml"
+    path.write_text(f'[broker]\nurl = "sqlite:///{db}"\n\n[queues.alpha]\nprefetch = 4\n')
+    return path
+
+
+def run(config: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def state_of(config: Path, job_id: str) -> str:
+    code, out, err = run(config, "job", job_id, "--json")
+    assert code == 0, err
+    return str(json.loads(out)["state"])
+
+
+def test_enqueue_file_records_every_job_as_queued(config: Path, tmp_path: Path) -> None:
+    lines = tmp_path / "jobs.jsonl"
+    keyed = str(uuid.uuid4())
+    lines.write_text(
+        "\n".join(
+            [json.dumps({"job_id": keyed, "name": "a"})]
+            + [json.dumps({"name": f"n{n}"}) for n in range(4)]
+        )
+        + "\n"
+    )
+
+    code, _, err = run(config, "enqueue", "greet", "--file", str(lines), "--ids-from-lines")
+    assert code == 0, err
+
+    assert state_of(config, keyed) == "queued", "a line's own job id is recorded"
+    code, out, err = run(config, "jobs", "--state", "queued", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["jobs"]) == 5, "every line of the file is recorded"
+    code, out, err = run(config, "cancel", keyed)
+    assert code == 0, err
+    assert out.strip() == f"{keyed}: cancelled"

@@ -206,9 +206,14 @@ def show(
 ) -> None:
     """Show one dead letter in full, as JSON (with or without --json)."""
     del as_json  # JSON either way; --json is taken so that every read command takes it
+    from queuey_core.job_ids import id_text_of_key  # noqa: PLC0415
+
     broker, names, _ = _queues(ctx, queue)
     try:
         found = _find(broker, names, handle)
+        derived = id_text_of_key(handle)
+        if found is None and derived is not None:  # the key given to enqueue --job-id
+            found = _find(broker, names, derived)
     finally:
         broker.close()
     if found is None:
@@ -230,6 +235,8 @@ def requeue(
     refused again): `dlq delete` removes them. With --all, a progress bar on a terminal;
     an interrupted requeue says how many it moved.
     """
+    from queuey_core.job_ids import id_text_of_key  # noqa: PLC0415
+
     if bool(job_ids) == all_:
         raise usage("give job ids or --all")
     broker, names, _ = _queues(ctx, queue)
@@ -243,6 +250,15 @@ def requeue(
         return
     try:
         moved, wanted, stuck, homeless = _requeue_some(broker, names, set(job_ids or []))
+        # Those not found by the handle given, by the id the key given to enqueue
+        # --job-id stands for.
+        keys = {derived: key for key in wanted if (derived := id_text_of_key(key)) is not None}
+        if keys:
+            again, missed, more_stuck, more_homeless = _requeue_some(broker, names, set(keys))
+            moved += again
+            wanted = (wanted - set(keys.values())) | {keys[m] for m in missed}
+            stuck |= more_stuck
+            homeless |= more_homeless
     finally:
         broker.close()
     say(f"requeued {moved}")

@@ -30,11 +30,14 @@ ResultOption = typer.Option("--result", help="Print the job's result too (it may
 
 
 def parse_job_id(text: str) -> uuid.UUID:
-    """A job id from the command line, or a usage error."""
+    """A job id from the command line, or a usage error: a UUID, or the key it was
+    enqueued with (``enqueue --job-id order-42``), turned into its id the same way."""
+    from queuey_core.job_ids import job_id_for  # noqa: PLC0415
+
     try:
-        return uuid.UUID(text)
+        return job_id_for(text)
     except ValueError:
-        raise usage(f"{text!r} is not a job id (a UUID)") from None
+        raise usage(f"{text!r} is not a job id (a UUID, or the key given to --job-id)") from None
 
 
 @cli_errors

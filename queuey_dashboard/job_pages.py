@@ -7,7 +7,6 @@ from the broker.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from queuey_core.job_ids import job_id_for
 from queuey_core.results import JobState
 from queuey_dashboard.dead_letter_pages import MAX_FILTER, PAGE_SIZES
 from queuey_dashboard.rendering import dashboard_of, render
@@ -99,9 +99,9 @@ def job(request: Request, job_id: str | None = None) -> Response:
     if store is None:
         return render(request, "jobs.html", nav="jobs", available=False)
     try:
-        parsed = uuid.UUID(wanted)
+        parsed = job_id_for(wanted)  # a UUID, or the key it was enqueued with
     except ValueError:
-        raise HTTPException(400, "not a job id (a UUID)") from None
+        raise HTTPException(400, "not a job id (a UUID, or the key it was enqueued with)") from None
     record = store.get(parsed)
     if record is None:
         raise HTTPException(404, f"the job store does not know job {parsed}")

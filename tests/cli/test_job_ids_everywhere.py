@@ -14,6 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from queuey_cli.main import app
+from queuey_core import QueueConfig
+from queuey_core import job_id_for
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.process.exits import Exit
+from tests.support import dead_letter_one
 
 
 @pytest.fixture
@@ -59,3 +64,35 @@ def test_enqueue_file_records_every_job_as_queued(config: Path, tmp_path: Path) 
     code, out, err = run(config, "cancel", keyed)
     assert code == 0, err
     assert out.strip() == f"{keyed}: cancelled"
+
+
+def test_a_key_given_to_enqueue_is_taken_by_job_and_cancel(config: Path) -> None:
+    code, out, err = run(config, "enqueue", "greet", '{"name": "ada"}', "--job-id", "order-42")
+    assert code == 0, err
+    assert out.strip() == str(job_id_for("order-42"))
+
+    assert state_of(config, "order-42") == "queued"
+    code, out, err = run(config, "cancel", "order-42")
+    assert code == 0, err
+    assert out.strip() == f"{job_id_for('order-42')}: cancelled"
+    code, _, err = run(config, "job", "   ")
+    assert code == Exit.USAGE, "an empty key is no job id"
+    assert "job id" in err
+
+
+def test_a_key_given_to_enqueue_is_taken_by_dlq_show_and_requeue(config: Path) -> None:
+    code, _, err = run(config, "enqueue", "greet", '{"name": "ada"}', "--job-id", "order-7")
+    assert code == 0, err
+    db = config.parent / "q.db"
+    broker = SqliteBackend(f"sqlite:///{db}")
+    try:
+        dead_letter_one(broker, QueueConfig("alpha", prefetch=4), "boom")
+    finally:
+        broker.close()
+
+    code, out, err = run(config, "dlq", "show", "order-7")
+    assert code == 0, err
+    assert json.loads(out)["job_id"] == str(job_id_for("order-7"))
+    code, out, err = run(config, "dlq", "requeue", "order-7")
+    assert code == 0, err
+    assert out.strip() == "requeued 1"

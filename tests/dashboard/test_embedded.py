@@ -20,6 +20,7 @@ from queuey_core import Worker
 from queuey_core.backends.capabilities import QueueCounts
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.results import open_job_store
 from queuey_core.schedules import Every
 from queuey_core.schedules import Schedule
 from queuey_core.settings import Settings
@@ -148,3 +149,21 @@ def test_drain_stops_a_worker_on_the_file(board: FileBoard) -> None:
         wait_for(running.is_finished, timeout=30)
     finally:
         running.stop()
+
+
+def test_a_key_given_at_enqueue_finds_the_job_and_its_dead_letter(board: FileBoard) -> None:
+    url = board.settings.broker.urls()[0]
+    store = open_job_store(url)
+    producer = Producer(board.other, board.settings.queue_set(), job_store=store, record_now=True)
+    job_id = producer.enqueue(Greet(name="ada"), job_id="order-9")
+    store.close()
+
+    for path in ("/jobs/order-9", "/jobs?job_id=order-9"):
+        page = board.client.get(path)
+        assert page.status_code == 200, (path, page.text)
+        assert str(job_id) in page.text
+    assert board.client.get("/jobs/%20").status_code == 400
+    dead_letter_one(board.other, board.settings.queue_set()[ALPHA], "boom")
+    letter = board.client.get(f"/queues/{ALPHA}/dead-letter", params={"handle": "order-9"})
+    assert letter.status_code == 200, letter.text
+    assert str(job_id) in letter.text

@@ -250,7 +250,7 @@ class Producer:
                     return PendingBatch(encoded, wait=wait, recorder=self.recorder)
                 backend.publish_encoded(items)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                return PendingBatch(encoded, error=exc)
+                return PendingBatch(encoded, error=exc, recorder=self.recorder)
             return PendingBatch(encoded, recorder=self.recorder)
         envelopes = [
             self.envelope(job, priority=priority, job_id=job_id)
@@ -262,7 +262,7 @@ class Producer:
                     envelopes = [env.with_trace(trace) for env in envelopes]
                 backend.publish_many([(env, delay) for env in envelopes])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            return PendingBatch(envelopes, error=exc)
+            return PendingBatch(envelopes, error=exc, recorder=self.recorder)
         return PendingBatch(envelopes, recorder=self.recorder)
 
     @contextlib.contextmanager

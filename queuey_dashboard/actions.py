@@ -19,7 +19,6 @@ from starlette.responses import RedirectResponse, Response
 
 from queuey_core.backends.capabilities import DeadLetterTools, SupportsControl
 from queuey_core.control import Selection, shutdown_workers
-from queuey_core.logs.text import escape_controls
 from queuey_core.queues import QueueSet
 from queuey_dashboard.pages import UNROUTABLE
 from queuey_dashboard.rendering import base_path, dashboard_of, error_page, is_htmx, render
@@ -80,7 +79,7 @@ def queue_of(request: Request) -> str:
     board = dashboard_of(request)
     name = str(request.path_params["queue"])
     if name not in board.queue_names and name != UNROUTABLE:
-        raise HTTPException(404, f"no configured queue {escape_controls(name)!r}")
+        raise HTTPException(404, f"no configured queue {name!r}")
     return name
 
 
@@ -151,7 +150,7 @@ def drain(request: Request, form: FormData) -> Response:
     )
     board.forget_workers()
     if not accepted:
-        raise HTTPException(404, f"no live worker {escape_controls(worker_id)} answered")
+        raise HTTPException(404, f"no live worker {worker_id} answered")
     return done(request, f"draining {worker_id} (as on SIGTERM)", "/workers")
 
 
@@ -164,7 +163,7 @@ def fire(request: Request, form: FormData) -> Response:
     name = str(request.path_params["name"])
     chosen = {s.name: s for s in board.schedules()}.get(name)
     if chosen is None:
-        raise HTTPException(404, f"no schedule {escape_controls(name)!r}")
+        raise HTTPException(404, f"no schedule {name!r}")
     queue_set = board.settings.queue_set()
     # A producer of this schedule's queue only, as `queuey schedules fire` makes.
     producer = Producer(board.backend(), QueueSet([queue_set[chosen.job.QUEUE]]))

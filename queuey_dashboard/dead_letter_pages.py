@@ -16,7 +16,6 @@ from starlette.responses import Response
 
 from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
 from queuey_core.job_ids import id_text_of_key
-from queuey_core.logs.text import escape_controls
 from queuey_dashboard.actions import dead_letter_tools, queue_of
 from queuey_dashboard.rendering import render
 
@@ -120,7 +119,7 @@ def dead_letter(request: Request) -> Response:
     if found is None and derived is not None:  # the key given to enqueue --job-id
         found = tools.get_dead_letter(queue, derived)
     if found is None:
-        raise HTTPException(404, f"no dead letter {escape_controls(handle)!r} in {queue}")
+        raise HTTPException(404, f"no dead letter {handle!r} in {queue}")
     return render(request, "dead_letter.html", nav="dead", queue=queue, letter=letter_view(found))
 
 

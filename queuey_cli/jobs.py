@@ -177,20 +177,11 @@ def cancel(
         print_json({str(j): v.value for j, v in verdicts.items()})
     else:
         for job_id, verdict in verdicts.items():
-            say(f"{job_id}: {_VERDICT[verdict.name]}")
+            say(f"{job_id}: {verdict.said}")
     if CancelVerdict.UNKNOWN in verdicts.values():
         raise typer.Exit(Exit.NO_SUCH_JOB)
     if CancelVerdict.FINISHED in verdicts.values():
         raise typer.Exit(Exit.ALREADY_FINISHED)
-
-
-#: What each CancelVerdict, by name, prints.
-_VERDICT = {
-    "CANCELLED": "cancelled",
-    "UNCHECKED": "cancelled (no job store to check that it exists)",
-    "UNKNOWN": "unknown to the job store (cancelled anyway, should it exist)",
-    "FINISHED": "already finished: not cancelled",
-}
 
 
 def _when(moment: datetime) -> str:

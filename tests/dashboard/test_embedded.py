@@ -167,3 +167,23 @@ def test_a_key_given_at_enqueue_finds_the_job_and_its_dead_letter(board: FileBoa
     letter = board.client.get(f"/queues/{ALPHA}/dead-letter", params={"handle": "order-9"})
     assert letter.status_code == 200, letter.text
     assert str(job_id) in letter.text
+
+
+def test_cancel_from_the_job_page_marks_a_waiting_job_cancelled(board: FileBoard) -> None:
+    store = open_job_store(board.settings.broker.urls()[0])
+    producer = Producer(board.other, board.settings.queue_set(), job_store=store, record_now=True)
+    job_id = producer.enqueue(Greet(name="ada"), job_id="order-5")
+    store.close()
+    assert 'class="danger cancel"' in board.client.get("/jobs/order-5").text
+
+    answer = board.post("/jobs/order-5/cancel")
+
+    assert answer.status_code == 200, answer.text
+    assert f"job {job_id}: cancelled" in answer.text
+    page = board.client.get(f"/jobs/{job_id}").text
+    assert 'class="state">cancelled' in page
+    assert 'class="danger cancel"' not in page, "a finished job has no Cancel button"
+    again = board.post(f"/jobs/{job_id}/cancel")
+    assert again.status_code == 409
+    assert "already finished: not cancelled" in again.text
+    assert board.post("/jobs/%20/cancel").status_code == 400

@@ -23,6 +23,7 @@ from queuey_core import Job
 from queuey_core import Producer
 from queuey_core import QueueConfig
 from queuey_core import Worker
+from queuey_core.results import open_job_store
 from queuey_core.schedules import Every
 from queuey_core.schedules import Schedule
 from tests.integration.dashboard.conftest import ALPHA
@@ -307,3 +308,27 @@ def test_fire_now_from_the_page_enqueues_one_job(
 
     expect(page.locator("#notice")).to_contain_text("fired hello-often: job ")
     assert counts(ui)[0] == 1
+
+
+def test_cancel_from_the_job_page_marks_the_waiting_job_cancelled(
+    serve: Callable[..., Served], page: Page, ui: Ui, tmp_path: Path
+) -> None:
+    # On a file the store is the broker's own file; RabbitMQ is given one.
+    url = ui.settings.broker.urls()[0] if ui.kind == "sqlite" else f"sqlite:///{tmp_path}/jobs.db"
+    store = open_job_store(url)
+    try:
+        producer = Producer(ui.backend, ui.settings.queue_set(), job_store=store, record_now=True)
+        job_id = producer.enqueue(Hello(name="never"), job_id="order-77")
+        served = serve(job_store=store)
+        page.goto(f"{served.url}/jobs/order-77")
+        expect(page.locator("dd.state")).to_have_text("queued")
+        page.on("dialog", lambda dialog: dialog.accept())
+
+        page.click("button.cancel")
+
+        expect(page.locator("#notice")).to_contain_text(f"job {job_id}: cancelled")
+        page.reload()
+        expect(page.locator("dd.state")).to_have_text("cancelled")
+        expect(page.locator("button.cancel")).to_have_count(0)
+    finally:
+        store.close()

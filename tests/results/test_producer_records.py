@@ -178,3 +178,26 @@ def test_the_confirmed_part_of_a_failed_batch_is_recorded(
         assert record is not None, "a job the broker confirmed is recorded, error or not"
         assert record.state is JobState.QUEUED
     assert [store.get(job_id) for job_id in ids[2:]] == [None, None], "never enqueued"
+
+
+def test_an_async_batch_cut_short_records_what_the_broker_confirmed(
+    store: JobStore, queues: QueueSet, clock: ManualClock
+) -> None:
+    backend = HalfRefusing(clock=clock)
+    ids = [uuid.uuid4() for _ in range(1200)]  # past a slice: checked, then sent in parts
+
+    async def enqueue() -> NotEnqueuedError:
+        async with AsyncProducer(backend, queues, clock=clock, job_store=store) as producer:
+            with pytest.raises(NotEnqueuedError) as caught:
+                await producer.enqueue_many(
+                    [Greet(name=f"n{i}") for i in range(len(ids))], job_ids=ids
+                )
+        return caught.value
+
+    error = asyncio.run(enqueue())
+    assert error.confirmed, "the first slice was taken in part"
+    assert len(error.confirmed) + len(error.not_enqueued) == len(ids)
+    assert backend.pending(ALPHA) == len(error.confirmed)
+    for job_id in error.confirmed:
+        assert store.get(job_id) is not None, "a confirmed job is recorded"
+    assert all(store.get(job_id) is None for job_id in error.not_enqueued)

@@ -1,7 +1,7 @@
 """A job enqueued from the command line is known to every command that takes a job id:
 ``enqueue --file`` records its jobs as queued as the one-job ``enqueue`` does, and an id
 given as a key (``--job-id order-42``) is taken by ``job``, ``cancel`` and ``dlq
-show|requeue`` as ``enqueue`` took it. On the embedded backend, whose job store is the
+show|requeue|delete`` as ``enqueue`` took it. On the embedded backend, whose job store is the
 broker's own file, in process."""
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ def run(config: Path, *args: str) -> tuple[int, str, str]:
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.stdout + result.stderr
     return result.exit_code, result.stdout, result.stderr
+
+
+def dead_letter_first(config: Path) -> None:
+    """The first job of queue alpha dead-lettered, as a worker would."""
+    broker = SqliteBackend(f"sqlite:///{config.parent / 'q.db'}")
+    try:
+        dead_letter_one(broker, QueueConfig("alpha", prefetch=4), "boom")
+    finally:
+        broker.close()
 
 
 def state_of(config: Path, job_id: str) -> str:
@@ -80,15 +89,10 @@ def test_a_key_given_to_enqueue_is_taken_by_job_and_cancel(config: Path) -> None
     assert "job id" in err
 
 
-def test_a_key_given_to_enqueue_is_taken_by_dlq_show_and_requeue(config: Path) -> None:
+def test_a_key_given_to_enqueue_is_taken_by_dlq_show_requeue_and_delete(config: Path) -> None:
     code, _, err = run(config, "enqueue", "greet", '{"name": "ada"}', "--job-id", "order-7")
     assert code == 0, err
-    db = config.parent / "q.db"
-    broker = SqliteBackend(f"sqlite:///{db}")
-    try:
-        dead_letter_one(broker, QueueConfig("alpha", prefetch=4), "boom")
-    finally:
-        broker.close()
+    dead_letter_first(config)
 
     code, out, err = run(config, "dlq", "show", "order-7")
     assert code == 0, err
@@ -96,3 +100,10 @@ def test_a_key_given_to_enqueue_is_taken_by_dlq_show_and_requeue(config: Path) -
     code, out, err = run(config, "dlq", "requeue", "order-7")
     assert code == 0, err
     assert out.strip() == "requeued 1"
+    dead_letter_first(config)
+    code, out, err = run(config, "dlq", "delete", "order-7")
+    assert code == 0, err
+    assert out.strip() == "deleted 1"
+    code, _, err = run(config, "dlq", "delete", "order-7")
+    assert code == Exit.USAGE
+    assert "no dead letter with job id or handle order-7" in err, "named as typed"

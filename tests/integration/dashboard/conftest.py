@@ -28,6 +28,7 @@ from playwright.sync_api import sync_playwright
 
 from queuey_core.backends.open import open_backend
 from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.results.setup import with_dead_letter_store
 from queuey_core.settings import Settings
 from queuey_core.settings import load_settings
 from queuey_dashboard import create_app
@@ -113,22 +114,25 @@ class Served:
         self.thread.join(20)
 
 
-def ui_settings(url: str = AMQP_URL, **dashboard: Any) -> Settings:
-    """A broker (the tests' RabbitMQ by default), two queues, and a dashboard that
-    refreshes twice a second."""
+def ui_settings(url: str = AMQP_URL, *, store: str | None = None, **dashboard: Any) -> Settings:
+    """A broker (the tests' RabbitMQ by default; ``store``: a job store's URL), two
+    queues, and a dashboard that refreshes twice a second."""
     settings, _ = load_settings(
         os.devnull,  # no file: not the queuey.toml of the working directory
         overrides={
             "broker": {"url": url},
             "queues": {ALPHA: {"prefetch": 4}, BETA: {"prefetch": 4}},
             "dashboard": {"refresh": "500ms", **dashboard},
+            **({"results": {"url": store}} if store is not None else {}),
         },
     )
     return settings
 
 
-#: The backends whose dashboard has every write (requeue, delete, purge, drain, fire).
-UI_BACKENDS = ["rabbitmq", "sqlite"]
+#: The backends whose dashboard has every write (requeue, delete, purge, drain, fire,
+#: cancel): RabbitMQ with its dead letters in ``<queue>.dlq`` or in a job store's table
+#: (docs/dead-letters.md), and the embedded backend.
+UI_BACKENDS = ["rabbitmq", "rabbitmq+sqlite", "sqlite"]
 
 
 @dataclass
@@ -142,9 +146,11 @@ class Ui:
 
     def open(self) -> Any:
         """Another backend on the same broker (a worker's: its own connection or file
-        handle), for the caller to close."""
-        if self.kind == "rabbitmq":
-            return RabbitMQBackend(AMQP_URL, publish_timeout=10)
+        handle, its dead letters where the dashboard reads them), for the caller to
+        close."""
+        if self.kind.startswith("rabbitmq"):
+            rabbit = RabbitMQBackend(AMQP_URL, publish_timeout=10)
+            return with_dead_letter_store(rabbit, self.settings)
         return open_backend(self.settings.broker)
 
 
@@ -152,10 +158,11 @@ class Ui:
 def ui(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ui]:
     """Each backend of :data:`UI_BACKENDS`, its two queues fresh and declared."""
     kind = request.param
-    if kind == "rabbitmq":
+    if kind.startswith("rabbitmq"):
         require_broker()
         delete_queues(ALPHA, BETA)
-        settings = ui_settings()
+        store = f"sqlite:///{tmp_path}/store.db" if kind == "rabbitmq+sqlite" else None
+        settings = ui_settings(store=store)
     else:
         settings = ui_settings(f"sqlite:///{tmp_path}/dashboard.db")
     ui = Ui(kind, settings, None)

@@ -24,6 +24,7 @@ from queuey_core import Producer
 from queuey_core import QueueConfig
 from queuey_core import Worker
 from queuey_core.results import open_job_store
+from queuey_core.results.setup import results_url
 from queuey_core.schedules import Every
 from queuey_core.schedules import Schedule
 from tests.integration.dashboard.conftest import ALPHA
@@ -71,11 +72,12 @@ def dead(ui: Ui, producer: Producer, reasons: list[str]) -> list[str]:
     return ids
 
 
-def counts(ui: Ui) -> tuple[int, int | None]:
-    """What ALPHA holds: ready, and dead letters."""
+def counts(ui: Ui) -> tuple[int, int]:
+    """What ALPHA holds: ready, and dead letters (wherever the backend keeps them: in
+    ``<queue>.dlq``, in a job store's table, in the file)."""
     found = ui.backend.inspect([ALPHA]).queues[ALPHA]
     assert found is not None, "the queue is declared"
-    return found.ready, found.dead_letters
+    return found.ready, ui.backend.dead_letter_page(ALPHA, limit=1).total
 
 
 def row(page: Page, queue: str) -> str:
@@ -313,9 +315,8 @@ def test_fire_now_from_the_page_enqueues_one_job(
 def test_cancel_from_the_job_page_marks_the_waiting_job_cancelled(
     serve: Callable[..., Served], page: Page, ui: Ui, tmp_path: Path
 ) -> None:
-    # On a file the store is the broker's own file; RabbitMQ is given one.
-    url = ui.settings.broker.urls()[0] if ui.kind == "sqlite" else f"sqlite:///{tmp_path}/jobs.db"
-    store = open_job_store(url)
+    # The configured store (on a file, the broker's own file), else one given.
+    store = open_job_store(results_url(ui.settings) or f"sqlite:///{tmp_path}/jobs.db")
     try:
         producer = Producer(ui.backend, ui.settings.queue_set(), job_store=store, record_now=True)
         job_id = producer.enqueue(Hello(name="never"), job_id="order-77")

@@ -17,7 +17,8 @@ from typing import Annotated, Any
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.dlq_format import Found, as_dict, cells, stream_json
+from queuey_cli.dlq_find import UNROUTABLE, delete_some, find, requeue_some
+from queuey_cli.dlq_format import as_dict, cells, stream_json
 from queuey_cli.dlq_import import import_first
 from queuey_cli.dlq_listing import listed, write_rows
 from queuey_cli.dlq_progress import moving
@@ -39,10 +40,6 @@ QueueOption = Annotated[
         help="One queue, or queuey.unroutable (default: all, with queuey.unroutable).",
     ),
 ]
-
-#: The queue of delayed messages that no queue took (topology.UNROUTABLE; spelled here
-#: so that importing the CLI does not import pika).
-UNROUTABLE = "queuey.unroutable"
 
 
 def _names(ctx: typer.Context, queue: str | None) -> list[str]:
@@ -155,14 +152,6 @@ def list_(
             say(note, to=err)
 
 
-def _find(broker: Any, names: list[str], handle: str) -> Found | None:
-    for name in names:
-        dead = broker.get_dead_letter(name, handle)
-        if dead is not None:
-            return name, dead
-    return None
-
-
 @app.command("show")
 @cli_errors
 def show(
@@ -175,7 +164,7 @@ def show(
     del as_json  # JSON either way; --json is taken so that every read command takes it
     broker, names, _ = _queues(ctx, queue)
     try:
-        found = _find(broker, names, handle)
+        found = find(broker, names, handle)
     finally:
         broker.close()
     if found is None:
@@ -209,7 +198,7 @@ def requeue(
             say(f"{left} left in {UNROUTABLE}: the queue each names does not exist")
         return
     try:
-        moved, wanted, stuck, homeless = _requeue_some(broker, names, set(job_ids or []))
+        moved, wanted, stuck, homeless = requeue_some(broker, names, set(job_ids or []))
     finally:
         broker.close()
     say(f"requeued {moved}")
@@ -246,46 +235,6 @@ def _requeue_all(broker: Any, names: list[str]) -> int:
     return moved
 
 
-def _requeue_some(
-    broker: Any, names: list[str], wanted: set[str]
-) -> tuple[int, set[str], set[str], dict[str, str]]:
-    """Requeue ``wanted`` wherever they are: how many moved, the ids not found, those
-    that are not envelopes, and those still in the unroutable queue (with the queue
-    each names, which does not exist)."""
-    from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter  # noqa: PLC0415
-
-    moved = 0
-    stuck: set[str] = set()
-    homeless: dict[str, str] = {}
-    if len(names) == 1 and len(wanted) == 1 and names[0] != UNROUTABLE:
-        # The usual case, in one pass: the lookup only when it did not move (to say why).
-        moved = broker.requeue_dead_letters(names[0], sorted(wanted))
-        if moved:
-            return moved, set(), stuck, homeless
-    for name in names:
-        here = _present(broker, name, wanted)
-        stuck |= {h for h, d in here.items() if isinstance(d, UndecodableDeadLetter)}
-        mine = sorted(h for h, d in here.items() if isinstance(d, DeadLetter))
-        if mine:
-            moved += broker.requeue_dead_letters(name, mine)
-            if name == UNROUTABLE:
-                homeless = {
-                    h: d.envelope.queue
-                    for h, d in _present(broker, name, set(mine)).items()
-                    if isinstance(d, DeadLetter)
-                }
-        wanted -= set(here)
-    return moved, wanted, stuck, homeless
-
-
-def _present(broker: Any, name: str, handles: set[str]) -> dict[str, Any]:
-    """Those of ``handles`` among the dead letters of ``name``, each with the first
-    dead letter listed under it: a lookup each (an index on SQLite, a pass that stops
-    at it on RabbitMQ)."""
-    found = {h: broker.get_dead_letter(name, h) for h in sorted(handles)}
-    return {h: d for h, d in found.items() if d is not None}
-
-
 @app.command("delete")
 @cli_errors
 def delete(
@@ -295,19 +244,8 @@ def delete(
 ) -> None:
     """Delete chosen dead letters (envelopes or not); the others stay, in order."""
     broker, names, _ = _queues(ctx, queue)
-    wanted = set(handles)
-    deleted = 0
     try:
-        if len(names) == 1 and len(wanted) == 1:  # the usual case, in one pass
-            deleted = broker.delete_dead_letters(names[0], sorted(wanted))
-            wanted = set() if deleted else wanted
-            names = []
-        for name in names:
-            # Position handles ("#N") are found before anything goes.
-            mine = set(_present(broker, name, wanted))
-            if mine:
-                deleted += broker.delete_dead_letters(name, sorted(mine))
-                wanted -= mine
+        deleted, wanted = delete_some(broker, names, set(handles))
     finally:
         broker.close()
     say(f"deleted {deleted}")

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from queuey_cli.common import backend
+from queuey_cli.common import backend, warn
 from queuey_cli.job_lines import (
     CheckedFile,
     FileChanged,
@@ -46,9 +46,12 @@ from queuey_core import (
     NotEnqueuedError,
     Producer,
     QueueSet,
+    QueueyError,
 )
 from queuey_core.backends.capabilities import Republishes
 from queuey_core.pending import PendingBatch, PublishError
+from queuey_core.results.setup import results_url, store_for
+from queuey_core.results.store import JobStore
 from queuey_core.settings import Settings
 
 BATCH = 2000
@@ -69,6 +72,8 @@ class Run:
     #: The number of the last line handed to the broker (the rest were never sent).
     sent_through: int = 0
     republished: int = 0
+    #: Jobs confirmed but not recorded as queued (the job store refused them).
+    unrecorded: int = 0
     stopped: bool = False  # by a signal
     seconds: float = 0.0
 
@@ -150,10 +155,14 @@ def publish_all(
         console=console_of(err),
         transient=True,
     )
+    store = _job_store(settings)
+    producer: Producer | None = None
     try:
         with _signals(stop), progress:
             rabbit = backend(settings)
-            producer = Producer(rabbit, queue_set)
+            # Each batch is recorded as queued once confirmed, by the call that counts
+            # it: the writes overlap the batches still in flight, and none is dropped.
+            producer = Producer(rabbit, queue_set, job_store=store, record_now=True)
             task = progress.add_task("enqueue", total=run.file.jobs)
             _publish_batches(
                 run, producer, stop, delay, priority, lambda n: progress.advance(task, n)
@@ -163,9 +172,25 @@ def publish_all(
     finally:
         run.stopped = stop.requested
         run.seconds = time.monotonic() - started
+        if producer is not None and producer.recorder is not None:
+            run.unrecorded = producer.recorder.unrecorded
+        if store is not None:
+            store.close()
         if rabbit is not None:
             run.republished = rabbit.republished if isinstance(rabbit, Republishes) else 0
             rabbit.close()
+
+
+def _job_store(settings: Settings) -> JobStore | None:
+    """The job store the run records its jobs as queued in; None without one, or (with
+    a warning: the jobs can still be enqueued) when it cannot be opened."""
+    if results_url(settings) is None:
+        return None
+    try:
+        return store_for(settings)
+    except QueueyError as exc:
+        warn(f"the jobs will not be recorded as queued: {exc}")
+        return None
 
 
 def _publish_batches(
@@ -287,6 +312,11 @@ def report(run: Run, failed_to: Path | None) -> Exit:
             f"{run.republished:,} messages were republished after a lost connection: they "
             "may be on the queue twice, with the same job id",
             highlight=False,
+        )
+    if run.unrecorded:
+        warn(
+            f"{run.unrecorded:,} jobs were enqueued but not recorded as queued in the job "
+            "store (see the log above)"
         )
     if failed_to is not None:
         written = _write_failed(failed_to, run)

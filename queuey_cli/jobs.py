@@ -30,11 +30,14 @@ ResultOption = typer.Option("--result", help="Print the job's result too (it may
 
 
 def parse_job_id(text: str) -> uuid.UUID:
-    """A job id from the command line, or a usage error."""
+    """A job id from the command line, or a usage error: a UUID, or the key it was
+    enqueued with (``enqueue --job-id order-42``), turned into its id the same way."""
+    from queuey_core.job_ids import job_id_for  # noqa: PLC0415
+
     try:
-        return uuid.UUID(text)
+        return job_id_for(text)
     except ValueError:
-        raise usage(f"{text!r} is not a job id (a UUID)") from None
+        raise usage(f"{text!r} is not a job id (a UUID, or the key given to --job-id)") from None
 
 
 @cli_errors
@@ -174,20 +177,11 @@ def cancel(
         print_json({str(j): v.value for j, v in verdicts.items()})
     else:
         for job_id, verdict in verdicts.items():
-            say(f"{job_id}: {_VERDICT[verdict.name]}")
+            say(f"{job_id}: {verdict.said}")
     if CancelVerdict.UNKNOWN in verdicts.values():
         raise typer.Exit(Exit.NO_SUCH_JOB)
     if CancelVerdict.FINISHED in verdicts.values():
         raise typer.Exit(Exit.ALREADY_FINISHED)
-
-
-#: What each CancelVerdict, by name, prints.
-_VERDICT = {
-    "CANCELLED": "cancelled",
-    "UNCHECKED": "cancelled (no job store to check that it exists)",
-    "UNKNOWN": "unknown to the job store (cancelled anyway, should it exist)",
-    "FINISHED": "already finished: not cancelled",
-}
 
 
 def _when(moment: datetime) -> str:

@@ -1,7 +1,8 @@
 """Job ids: random ones, and stable ones made from a caller-chosen key.
 
 Owns: :data:`JOB_ID_NAMESPACE` and :func:`job_id_for` (re-exported by
-:mod:`queuey_core.producer`, where callers find them). No I/O.
+:mod:`queuey_core.producer`, where callers find them), and :func:`id_text_of_key`, what
+every reader of ids (the CLI, the dashboard) looks up a key by. No I/O.
 """
 
 from __future__ import annotations
@@ -40,3 +41,18 @@ def job_id_for(key: JobId) -> uuid.UUID:
     if spells_uuid(key):
         return uuid.UUID(key)
     return uuid.uuid5(JOB_ID_NAMESPACE, key)
+
+
+def id_text_of_key(text: str) -> str | None:
+    """The job id ``text`` stands for, as a dead letter's handle spells it, when that is
+    not ``text`` itself: a key given to ``--job-id`` (or ``job_id=``), or a UUID in
+    another spelling. None when ``text`` is already that id, or no key at all.
+
+    A handle is tried as given first: one of a message that is no envelope can be any
+    string.
+    """
+    try:
+        derived = str(job_id_for(text))
+    except ValueError:
+        return None
+    return derived if derived != text else None

@@ -3,8 +3,9 @@
 :meth:`Producer.begin_enqueue_many <queuey_core.producer.Producer.begin_enqueue_many>`
 checks a batch and hands it over; :meth:`PendingBatch.result` waits for the broker and
 says what became of it, as :meth:`~queuey_core.producer.Producer.enqueue_many` does in
-one call. Must never: report a batch confirmed before every job of it is, or record it
-as enqueued (``recorder.enqueued``) before that.
+one call. Must never: report a batch confirmed before every job of it is, or record a
+job as enqueued (``recorder.enqueued``) before the broker confirmed it; the jobs a
+failed batch's error lists as confirmed are on the broker, and are recorded.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class PendingBatch:
             an encoded one without an id of its own gets it then).
         wait: what waits for the broker's confirms (None: the publish is over).
         error: the publish's error, when it already failed.
-        recorder: told of the batch once it is confirmed.
+        recorder: told of the batch once it is confirmed (of the jobs confirmed, when
+            only some were).
     """
 
     def __init__(
@@ -68,6 +70,10 @@ class PendingBatch:
             self._wait = None
         if self._error is not None:
             attribute(self._error, [env.job_id for env in self._envelopes])
+            if self._recorder is not None and self._error.confirmed:
+                confirmed = set(self._error.confirmed)
+                self._recorder.enqueued(e for e in self._envelopes if e.job_id in confirmed)
+                self._recorder = None  # once, however often result() is asked
             raise self._error
         if self._ids is None:
             if self._recorder is not None:

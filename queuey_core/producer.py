@@ -43,6 +43,7 @@ from queuey_core.pending import PendingBatch, attribute
 from queuey_core.queues import QueueSet
 from queuey_core.trace_context import TraceContext
 from queuey_core.tracing import producer_tracing
+from queuey_core.uuid7 import uuid7
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -236,9 +237,7 @@ class Producer:
         """
         _check_delay(delay)
         jobs = list(jobs)
-        if job_ids is not None and len(job_ids) != len(jobs):
-            raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
-        ids = job_ids if job_ids is not None else [None] * len(jobs)
+        ids = _keys(jobs, job_ids)
         backend = self._backend
         # Traced, each message carries headers: the models' path, which writes them.
         if isinstance(backend, PublishesEncoded) and self._tracing is None:
@@ -250,7 +249,7 @@ class Producer:
                     return PendingBatch(encoded, wait=wait, recorder=self.recorder)
                 backend.publish_encoded(items)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                return PendingBatch(encoded, error=exc)
+                return PendingBatch(encoded, error=exc, recorder=self.recorder)
             return PendingBatch(encoded, recorder=self.recorder)
         envelopes = [
             self.envelope(job, priority=priority, job_id=job_id)
@@ -262,8 +261,32 @@ class Producer:
                     envelopes = [env.with_trace(trace) for env in envelopes]
                 backend.publish_many([(env, delay) for env in envelopes])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            return PendingBatch(envelopes, error=exc)
+            return PendingBatch(envelopes, error=exc, recorder=self.recorder)
         return PendingBatch(envelopes, recorder=self.recorder)
+
+    def check_many(
+        self,
+        jobs: Sequence[Job],
+        *,
+        delay: float | None = None,
+        priority: int | None = None,
+        job_ids: Sequence[JobId | None] | None = None,
+    ) -> list[uuid.UUID]:
+        """Every check :meth:`enqueue_many` makes, nothing published; the batch's job ids
+        (a random one for each job without ``job_ids``), to publish it in parts with.
+
+        For a caller that publishes a batch in slices and must not publish the first
+        if a later one would be refused (:class:`~queuey_core.aio.AsyncProducer`).
+
+        Raises:
+            ValueError, UnknownQueueError, InvalidPriorityError: as ``enqueue_many``.
+        """
+        _check_delay(delay)
+        ids = [uuid7() if key is None else job_id_for(key) for key in _keys(jobs, job_ids)]
+        # The checks of the batch path itself (the first job of each type in full, the
+        # JSON of the others), not a copy of them; the encoded jobs are dropped.
+        self._encode_many(list(jobs), ids, priority)
+        return ids
 
     @contextlib.contextmanager
     def _span(
@@ -325,6 +348,16 @@ class Producer:
                 )
             )
         return out
+
+
+def _keys(jobs: Sequence[Job], job_ids: Sequence[JobId | None] | None) -> Sequence[JobId | None]:
+    """One caller-chosen id (or None) per job; ValueError when ``job_ids`` does not
+    match ``jobs``."""
+    if job_ids is None:
+        return [None] * len(jobs)
+    if len(job_ids) != len(jobs):
+        raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
+    return job_ids
 
 
 def _check_delay(delay: float | None) -> None:

@@ -1,14 +1,17 @@
-"""The writes: drain a worker, fire a schedule, requeue, delete or purge dead letters.
+"""The writes: drain a worker, fire a schedule, requeue, delete or purge dead letters,
+cancel a job.
 
 Every one goes through :func:`write`: refused (403) on a read-only dashboard or without
 the CSRF token of the browser's cookie, before it reads anything else. Each does what
 the matching command does, through the same library calls (``queuey workers
-shutdown``, ``queuey schedules fire``, ``queuey dlq requeue|delete|purge``).
+shutdown``, ``queuey schedules fire``, ``queuey dlq requeue|delete|purge``, ``queuey
+cancel``).
 """
 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Awaitable, Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -17,9 +20,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from queuey_core.backends.capabilities import DeadLetterTools, SupportsControl
+from queuey_core.backends.capabilities import (
+    DeadLetterTools,
+    SupportsCancellation,
+    SupportsControl,
+)
 from queuey_core.control import Selection, shutdown_workers
-from queuey_core.logs.text import escape_controls
+from queuey_core.job_ids import job_id_for
 from queuey_core.queues import QueueSet
 from queuey_dashboard.pages import UNROUTABLE
 from queuey_dashboard.rendering import base_path, dashboard_of, error_page, is_htmx, render
@@ -80,8 +87,17 @@ def queue_of(request: Request) -> str:
     board = dashboard_of(request)
     name = str(request.path_params["queue"])
     if name not in board.queue_names and name != UNROUTABLE:
-        raise HTTPException(404, f"no configured queue {escape_controls(name)!r}")
+        raise HTTPException(404, f"no configured queue {name!r}")
     return name
+
+
+def job_id_of(text: str) -> uuid.UUID:
+    """A job id from a path or a form: a UUID, or the key it was enqueued with
+    (``--job-id order-42``), turned into its id as the producer did; else 400."""
+    try:
+        return job_id_for(text)
+    except ValueError:
+        raise HTTPException(400, "not a job id (a UUID, or the key it was enqueued with)") from None
 
 
 def dead_letter_tools(request: Request) -> DeadLetterTools:
@@ -151,8 +167,24 @@ def drain(request: Request, form: FormData) -> Response:
     )
     board.forget_workers()
     if not accepted:
-        raise HTTPException(404, f"no live worker {escape_controls(worker_id)} answered")
+        raise HTTPException(404, f"no live worker {worker_id} answered")
     return done(request, f"draining {worker_id} (as on SIGTERM)", "/workers")
+
+
+@write
+def cancel(request: Request, form: FormData) -> Response:
+    """Cancel one job: a waiting one never runs, a running one is told to stop."""
+    from queuey_core.results import CancelVerdict, cancel_jobs  # noqa: PLC0415
+
+    board = dashboard_of(request)
+    job_id = job_id_of(str(request.path_params["job_id"]))
+    backend = board.backend()
+    if not isinstance(backend, SupportsCancellation):
+        raise HTTPException(404, "cancelling is not available on this backend")
+    verdict = cancel_jobs(backend, [job_id], store=board.job_store())[job_id]
+    if verdict is CancelVerdict.FINISHED:
+        raise HTTPException(409, f"job {job_id}: {verdict.said}")
+    return done(request, f"job {job_id}: {verdict.said}", f"/jobs/{job_id}")
 
 
 @write
@@ -164,7 +196,7 @@ def fire(request: Request, form: FormData) -> Response:
     name = str(request.path_params["name"])
     chosen = {s.name: s for s in board.schedules()}.get(name)
     if chosen is None:
-        raise HTTPException(404, f"no schedule {escape_controls(name)!r}")
+        raise HTTPException(404, f"no schedule {name!r}")
     queue_set = board.settings.queue_set()
     # A producer of this schedule's queue only, as `queuey schedules fire` makes.
     producer = Producer(board.backend(), QueueSet([queue_set[chosen.job.QUEUE]]))

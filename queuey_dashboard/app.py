@@ -53,6 +53,7 @@ ROUTES = [
     Route("/queues/{queue}/dead-letters/purge", actions.purge, methods=["POST"]),
     Route("/jobs", job_pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", job_pages.job),
+    Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),
     Route("/healthz", healthz),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]

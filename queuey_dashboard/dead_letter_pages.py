@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from queuey_core.backends.capabilities import DeadLetter, UndecodableDeadLetter
-from queuey_core.logs.text import escape_controls
+from queuey_core.job_ids import id_text_of_key
 from queuey_dashboard.actions import dead_letter_tools, queue_of
 from queuey_dashboard.rendering import render
 
@@ -113,9 +113,13 @@ def dead_letter(request: Request) -> Response:
     handle = request.query_params.get("handle", "")
     if not handle or len(handle) > MAX_FILTER:
         raise HTTPException(400, "handle: give the job id (or handle) of a dead letter")
-    found = dead_letter_tools(request).get_dead_letter(queue, handle)
+    tools = dead_letter_tools(request)
+    found = tools.get_dead_letter(queue, handle)
+    derived = id_text_of_key(handle)
+    if found is None and derived is not None:  # the key given to enqueue --job-id
+        found = tools.get_dead_letter(queue, derived)
     if found is None:
-        raise HTTPException(404, f"no dead letter {escape_controls(handle)!r} in {queue}")
+        raise HTTPException(404, f"no dead letter {handle!r} in {queue}")
     return render(request, "dead_letter.html", nav="dead", queue=queue, letter=letter_view(found))
 
 

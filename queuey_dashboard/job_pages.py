@@ -7,7 +7,6 @@ from the broker.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from queuey_core.results import JobState
+from queuey_dashboard.actions import job_id_of
 from queuey_dashboard.dead_letter_pages import MAX_FILTER, PAGE_SIZES
 from queuey_dashboard.rendering import dashboard_of, render
 
@@ -98,11 +98,14 @@ def job(request: Request, job_id: str | None = None) -> Response:
     store = dashboard_of(request).job_store()
     if store is None:
         return render(request, "jobs.html", nav="jobs", available=False)
-    try:
-        parsed = uuid.UUID(wanted)
-    except ValueError:
-        raise HTTPException(400, "not a job id (a UUID)") from None
+    parsed = job_id_of(wanted)
     record = store.get(parsed)
     if record is None:
         raise HTTPException(404, f"the job store does not know job {parsed}")
-    return render(request, "job.html", nav="jobs", record=record.to_json())
+    return render(
+        request,
+        "job.html",
+        nav="jobs",
+        record=record.to_json(),
+        cancellable=not record.state.finished,
+    )

@@ -1,6 +1,7 @@
 """Templates and answers: every page is a Jinja template with autoescape on, so whatever
-a message or a handler wrote reaches the browser as text, never as markup; every error
-is a short page (or a line, to htmx), never a traceback.
+a message or a handler wrote reaches the browser as text, never as markup, and every
+value a page shows goes through :func:`shown` first, so its control characters arrive
+escaped, never raw; every error is a short page (or a line, to htmx), never a traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
+from markupsafe import Markup
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -30,10 +32,27 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 
+
+def shown(value: object) -> object:
+    """A value as every page shows it: text with its control characters escaped (ESC,
+    BEL, bidirectional overrides, as the command line shows them; newlines kept, an
+    HTML page does not break on them), HTML-escaped after this by autoescape.
+
+    The one cleaning of message-derived text (job types, ids, reasons, errors,
+    payloads, hosts, queue names) for every page: Jinja calls it on every ``{{ }}``
+    (``finalize``), so no template can forget it. Markup (a macro's output, already
+    made of shown values) and numbers pass as they are.
+    """
+    if value is None or isinstance(value, Markup | Undefined | int | float):
+        return value
+    return escape_controls(value, newlines=True)
+
+
 _env = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     # Every template is HTML: escape everything, whatever the file name says.
     autoescape=select_autoescape(default=True, default_for_string=True),
+    finalize=shown,
     trim_blocks=True,
     lstrip_blocks=True,
 )
@@ -57,7 +76,6 @@ def _pretty(value: object) -> str:
 _env.filters["when"] = _when
 _env.filters["duration"] = short_duration
 _env.filters["pretty"] = _pretty
-_env.filters["printable"] = escape_controls
 
 
 def base_path(request: Request) -> str:

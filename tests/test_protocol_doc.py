@@ -81,9 +81,9 @@ def test_the_example_envelope_is_one() -> None:
 
 
 def test_the_cli_names_the_unroutable_queue_the_backend_declares() -> None:
-    from queuey_cli import dlq  # noqa: PLC0415
+    from queuey_cli import dlq_find  # noqa: PLC0415
 
-    assert dlq.UNROUTABLE == topology.UNROUTABLE
+    assert dlq_find.UNROUTABLE == topology.UNROUTABLE
     assert f"`{topology.UNROUTABLE}`" in DOC
 
 

@@ -34,10 +34,8 @@ from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock
 from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError, QueueyError
 from queuey_core.jobs import Job
-from queuey_core.limits import check_delay
-from queuey_core.producer import JobId, Producer, job_id_for
+from queuey_core.producer import JobId, Producer
 from queuey_core.queues import QueueSet
-from queuey_core.uuid7 import uuid7
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -114,13 +112,8 @@ class AsyncProducer:
         priority: int | None = None,
         job_id: JobId | None = None,
     ) -> uuid.UUID:
-        """Publish one job; returns its id once the broker confirmed it.
-
-        Raises:
-            EnqueueUnknownError: the job may or may not be on the broker.
-            NotEnqueuedError: it was not enqueued (refused, unroutable, never sent).
-                ConfigError and ValueError (bad job, priority, delay or id) too.
-        """
+        """:meth:`Producer.enqueue <queuey_core.producer.Producer.enqueue>`, awaited: the
+        job's id once the broker confirmed it, or the same errors."""
         return await self._run(
             self._producer.enqueue, job, delay=delay, priority=priority, job_id=job_id
         )
@@ -155,20 +148,15 @@ class AsyncProducer:
         priority: int | None = None,
         job_ids: Sequence[JobId | None] | None = None,
     ) -> list[uuid.UUID]:
-        """Publish many jobs as one batch; returns their ids in order.
+        """:meth:`Producer.enqueue_many <queuey_core.producer.Producer.enqueue_many>`,
+        awaited: the ids in order, or the same errors, which list the ``confirmed``,
+        ``unknown`` and ``not_enqueued`` job ids of the whole batch.
 
-        Every job is checked before any is published (the first slice's call checks
-        its own; the others are checked on a thread before the first is sent).
-
-        Raises:
-            EnqueueUnknownError: some may or may not be on the broker; the error lists
-                the ``confirmed``, ``unknown`` and ``not_enqueued`` job ids of the batch.
-            NotEnqueuedError: none is in doubt; ``not_enqueued`` lists those that did
-                not make it, ``confirmed`` those that did.
+        Every job is checked before any is published (a batch of more than
+        :data:`SLICE` by :meth:`Producer.check_many
+        <queuey_core.producer.Producer.check_many>` on a thread, then sent in slices).
         """
         jobs = list(jobs)
-        if job_ids is not None and len(job_ids) != len(jobs):
-            raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
         if len(jobs) <= SLICE:
             return await self._run(
                 self._producer.enqueue_many,
@@ -180,7 +168,9 @@ class AsyncProducer:
         # Checked before the first slice is published (a bad job in the last one must
         # not leave the first ones enqueued), and the ids chosen: an error must name the
         # jobs never sent.
-        ids: list[uuid.UUID] = await self._run(self._check, jobs, job_ids, priority, delay)
+        ids: list[uuid.UUID] = await self._run(
+            self._producer.check_many, jobs, delay=delay, priority=priority, job_ids=job_ids
+        )
         confirmed: list[uuid.UUID] = []
         size = FIRST_SLICE
         start = 0
@@ -241,28 +231,6 @@ class AsyncProducer:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    def _check(
-        self,
-        jobs: list[Job],
-        keys: Sequence[JobId | None] | None,
-        priority: int | None,
-        delay: float | None,
-    ) -> list[uuid.UUID]:
-        """Every job checked as the producer checks it; the batch's job ids."""
-        if delay is not None:
-            check_delay(delay)
-        ids = [uuid7() if key is None else job_id_for(key) for key in keys or [None] * len(jobs)]
-        seen: set[type[Job]] = set()
-        for job in jobs:
-            # A whole envelope for the first job of each type (its queue, priority and
-            # names); of the others, what varies: their JSON.
-            if type(job) not in seen:
-                self._producer.envelope(job, priority=priority)
-                seen.add(type(job))
-            else:
-                job.__pydantic_serializer__.to_json(job)
-        return ids
 
     async def _run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._closed:

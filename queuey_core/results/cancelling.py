@@ -32,6 +32,19 @@ class CancelVerdict(enum.StrEnum):
     FINISHED = "finished"
     """Not recorded: the job is already over."""
 
+    @property
+    def said(self) -> str:
+        """What a cancel of one id did, as ``queuey cancel`` and the dashboard say it."""
+        return _SAID[self]
+
+
+_SAID = {
+    CancelVerdict.CANCELLED: "cancelled",
+    CancelVerdict.UNCHECKED: "cancelled (no job store to check that it exists)",
+    CancelVerdict.UNKNOWN: "unknown to the job store (cancelled anyway, should it exist)",
+    CancelVerdict.FINISHED: "already finished: not cancelled",
+}
+
 
 def cancel_jobs(
     backend: object, job_ids: Sequence[uuid.UUID], *, store: JobStore | None = None

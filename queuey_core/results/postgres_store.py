@@ -2,25 +2,26 @@
 psycopg 3 (the ``postgres`` extra): for fleets on several machines.
 
 Owns: one connection per thread that uses the store (psycopg connections are thread
-safe but serialise their statements), the schema the tables live in (``schema`` in the
-URL's query, default ``public``; it is created if missing), and when to expire. Errors
-become one-line :class:`~queuey_core.errors.JobStoreError` with the password left out.
+safe but serialise their statements), and the schema the tables live in (``schema`` in
+the URL's query, default ``public``; it is created if missing); the rest is
+:class:`~queuey_core.results.sql_store.SqlJobStore`'s, the same on every database.
+Errors become one-line :class:`~queuey_core.errors.JobStoreError` with the password left
+out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-import time
 import urllib.parse
-import uuid
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.results import sql
-from queuey_core.results.records import JobEvent, JobRecord, JobState
+from queuey_core.results.records import JobEvent
+from queuey_core.results.sql_store import SqlJobStore
 from queuey_core.results.store import DEFAULT_RETENTION
 from queuey_core.urls import redact
 
@@ -34,7 +35,7 @@ T = TypeVar("T")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
-class PostgresJobStore:
+class PostgresJobStore(SqlJobStore):
     """A :class:`~queuey_core.results.JobStore` in a PostgreSQL schema."""
 
     def __init__(self, url: str, *, retention: float = DEFAULT_RETENTION) -> None:
@@ -43,15 +44,15 @@ class PostgresJobStore:
                 "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
             )
         self._conninfo, self.schema = split_url(url)
+        super().__init__(
+            sql.Dialect(prefix=f'"{self.schema}".', placeholder="%s"), retention=retention
+        )
         self._shown = redact(url)
-        self._dialect = sql.Dialect(prefix=f'"{self.schema}".', placeholder="%s")
         #: What ``pg_stat_activity`` shows of this store's connections.
         self.application_name = f"queuey job store {self.schema}"
-        self._retention_ms = int(retention * 1000)
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
-        self._written = 0
         self._closed = False
         try:
             with self._connection().transaction():
@@ -89,57 +90,18 @@ class PostgresJobStore:
             first = first.replace(password, "****")
         return JobStoreError(f"job store {self._shown}: {first}")
 
-    def write(self, events: Sequence[JobEvent]) -> None:
-        """Apply a batch in one transaction; expire old records every so often."""
-        if not events:
-            return
+    @contextlib.contextmanager
+    def _writing(self, events: Sequence[JobEvent]) -> Iterator[sql.Execute]:
+        """See :meth:`SqlJobStore._writing`: each table's rows in one statement."""
         try:
             conn = self._connection()
             with conn.transaction():
                 with conn.cursor() as cursor:
                     sql.apply_columns(conn.execute, cursor.executemany, self._dialect, events)
-                if (
-                    self._written == 0
-                    or self._written // sql.EXPIRE_EVERY
-                    != (self._written + len(events)) // sql.EXPIRE_EVERY
-                ):
-                    sql.expire(
-                        conn.execute, self._dialect, int(time.time() * 1000) - self._retention_ms
-                    )
-            self._written += len(events)
+                yield conn.execute
         except psycopg.Error as exc:
             self._drop_broken()
             raise self._error(exc) from None
-
-    def get(self, job_id: uuid.UUID | str) -> JobRecord | None:
-        """The record of ``job_id``, or None."""
-        return self._read(lambda execute: sql.get(execute, self._dialect, str(job_id)))
-
-    def search(
-        self,
-        *,
-        state: JobState | None = None,
-        job_type: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[JobRecord]:
-        """Records matching every filter, most recently updated first."""
-        return self._read(
-            lambda execute: sql.search(
-                execute,
-                self._dialect,
-                state=state,
-                job_type=job_type,
-                queue=queue,
-                since=since,
-                until=until,
-                limit=limit,
-                offset=offset,
-            )
-        )
 
     def _read(self, query: Callable[[sql.Execute], T]) -> T:
         """Run a read; once more on a new connection if this one was lost (a server

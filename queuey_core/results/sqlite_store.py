@@ -1,7 +1,8 @@
 """The job store in a SQLite file (``sqlite:///path``): the embedded backend's own file
 by default, or a file of its own.
 
-Owns: the connection (WAL, a busy timeout), its lock, and when to expire. The file is
+Owns: the connection (WAL, a busy timeout) and its lock; the rest is
+:class:`~queuey_core.results.sql_store.SqlJobStore`'s, the same on every database. The file is
 made a queuey file first (:class:`~queuey_core.backends.sqlite.database.Database` creates
 or checks the backend's schema), so the backend and the store can share it in any order.
 Every ``sqlite3`` error becomes a one-line :class:`~queuey_core.errors.JobStoreError`.
@@ -12,32 +13,32 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-import time
-import uuid
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from queuey_core.backends.sqlite.database import Database, explain
 from queuey_core.backends.sqlite.options import parse_url
 from queuey_core.errors import BackendError, ConfigError, JobStoreError
 from queuey_core.results import sql
-from queuey_core.results.records import JobEvent, JobRecord, JobState
+from queuey_core.results.records import JobEvent
+from queuey_core.results.sql_store import SqlJobStore
 from queuey_core.results.store import DEFAULT_RETENTION
+
+T = TypeVar("T")
 
 _DIALECT = sql.Dialect()
 
 
-class SqliteJobStore:
+class SqliteJobStore(SqlJobStore):
     """A :class:`~queuey_core.results.JobStore` in one SQLite file."""
 
     def __init__(
         self, path: str, *, retention: float = DEFAULT_RETENTION, busy_timeout: float = 5.0
     ) -> None:
+        super().__init__(_DIALECT, retention=retention)
         self.path = path
         self._busy_timeout = busy_timeout
-        self._retention_ms = int(retention * 1000)
         self._lock = threading.Lock()
-        self._written = 0
         self._closed = False
         try:
             self._conn = sqlite3.connect(
@@ -84,65 +85,23 @@ class SqliteJobStore:
                 raise JobStoreError(f"job store {self.path}: closed")
             yield self._conn.execute
 
-    def write(self, events: Sequence[JobEvent]) -> None:
-        """Apply a batch in one transaction; expire old records every so often."""
-        if not events:
-            return
+    @contextlib.contextmanager
+    def _writing(self, events: Sequence[JobEvent]) -> Iterator[sql.Execute]:
+        """See :meth:`SqlJobStore._writing`: the statements made before the file's write
+        lock is taken (a store in the embedded backend's file shares it)."""
         try:
             statements = sql.planned(_DIALECT, events)
             with self._transaction() as execute:
                 sql.run(execute, self._conn.executemany, statements)
-                if (
-                    self._written == 0
-                    or self._written // sql.EXPIRE_EVERY
-                    != (self._written + len(events)) // sql.EXPIRE_EVERY
-                ):
-                    sql.expire(execute, _DIALECT, _now_ms() - self._retention_ms)
-            self._written += len(events)
+                yield execute
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
-    def get(self, job_id: uuid.UUID | str) -> JobRecord | None:
-        """The record of ``job_id``, or None."""
+    def _read(self, query: Callable[[sql.Execute], T]) -> T:
+        """See :meth:`SqlJobStore._read`."""
         try:
             with self._reading() as execute:
-                return sql.get(execute, _DIALECT, str(job_id))
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-
-    def search(
-        self,
-        *,
-        state: JobState | None = None,
-        job_type: str | None = None,
-        queue: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[JobRecord]:
-        """Records matching every filter, most recently updated first."""
-        try:
-            with self._reading() as execute:
-                return sql.search(
-                    execute,
-                    _DIALECT,
-                    state=state,
-                    job_type=job_type,
-                    queue=queue,
-                    since=since,
-                    until=until,
-                    limit=limit,
-                    offset=offset,
-                )
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-
-    def expire_now(self) -> None:
-        """Delete what is past the retention now (expiry otherwise runs with writes)."""
-        try:
-            with self._transaction() as execute:
-                sql.expire(execute, _DIALECT, _now_ms() - self._retention_ms)
+                return query(execute)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
@@ -157,10 +116,6 @@ class SqliteJobStore:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def open_store(url: str, *, retention: float = DEFAULT_RETENTION) -> SqliteJobStore:

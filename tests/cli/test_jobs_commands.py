@@ -76,9 +76,12 @@ def test_a_worker_started_after_the_cancel_never_runs_the_job(
     assert again.returncode == Exit.ALREADY_FINISHED
     unknown = project.run("cancel", str(uuid.uuid4()), ok=False)
     assert unknown.returncode == Exit.NO_SUCH_JOB
-    bad = project.run("cancel", "nope", ok=False)
+    # A key is the id enqueue --job-id made of it: one never enqueued is unknown.
+    key = project.run("cancel", "nope", ok=False)
+    assert key.returncode == Exit.NO_SUCH_JOB
+    bad = project.run("cancel", " ", ok=False)
     assert bad.returncode == Exit.USAGE
-    assert bad.stderr.strip() == "error: 'nope' is not a job id (a UUID)"
+    assert bad.stderr.strip() == "error: ' ' is not a job id (a UUID, or the key given to --job-id)"
 
 
 def test_a_running_job_stops_when_cancelled(project: Project, started: Start) -> None:

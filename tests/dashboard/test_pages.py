@@ -416,3 +416,45 @@ def test_an_oversized_or_file_carrying_write_is_refused_before_it_is_read(board:
     with_file = board.client.post(path, files={"handle": ("a.txt", b"x")}, headers=headers)
     assert with_file.status_code == 400
     no_trace(with_file.text)
+
+
+#: Control characters a message may carry: ESC (a terminal's escape), BEL, a C1
+#: control, a bidirectional override and a line separator.
+CONTROLS = "\x1b[2J\x07\x9b\u202e\u2028"
+
+
+def raw_controls(text: str) -> list[str]:
+    """The control characters ``text`` holds raw (newlines and tabs are layout)."""
+    return sorted({c for c in text if c in "\x9b\u202e\u2028" or (ord(c) < 32 and c not in "\n\t")})
+
+
+def test_no_page_writes_control_characters_of_a_message_raw() -> None:
+    store = open_job_store("memory://")
+    job_id = uuid.uuid4()
+    now = int(time.time() * 1000)
+    hostile = f"boom{CONTROLS}end"
+    store.write(
+        [
+            JobEvent(job_id, Greet.NAME, ALPHA, JobState.RUNNING, now - 10, now - 20, 1, "h", 7),
+            JobEvent(
+                job_id, Greet.NAME, ALPHA, JobState.RETRYING, now, now - 20, 1, "h", 7, hostile
+            ),
+        ]
+    )
+    for board in make_board(dashboard_settings(), job_store=store):
+        board.producer.enqueue(Greet(name=hostile))
+        dead_letter_one(board.backend, board.settings.queue_set()[ALPHA], hostile)
+        [letter] = board.backend.dead_letters(ALPHA)
+        pages: list[tuple[str, dict[str, str]]] = [
+            ("/jobs", {}),
+            (f"/jobs/{job_id}", {}),
+            (f"/queues/{ALPHA}/dead-letters", {}),
+            (f"/queues/{ALPHA}/dead-letter", {"handle": letter.handle}),
+            (f"/queues/{ALPHA}/dead-letter", {"handle": hostile}),  # a 404 quoting it
+        ]
+        for path, params in pages:
+            answer = board.client.get(path, params=params)
+            assert raw_controls(answer.text) == [], path
+            assert "boom" in answer.text or answer.status_code >= 400, path
+        assert "boom\\x1b[2J\\x07\\x9b\\u202e\\u2028end" in board.client.get("/jobs").text
+    store.close()

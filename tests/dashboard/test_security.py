@@ -29,13 +29,17 @@ WRITES = [
     (f"/queues/{ALPHA}/dead-letters/purge", {"confirm": ALPHA}),
     ("/workers/WORKER/drain", {}),
     ("/schedules/NAME/fire", {}),
+    ("/jobs/JOBID/cancel", {}),
 ]
 
 
 def test_every_write_route_is_listed_here() -> None:
     posts = sorted(r.path for r in ROUTES if isinstance(r, Route) and "POST" in (r.methods or ()))
     assert posts == sorted(
-        path.replace(ALPHA, "{queue}").replace("WORKER", "{worker_id}").replace("NAME", "{name}")
+        path.replace(ALPHA, "{queue}")
+        .replace("WORKER", "{worker_id}")
+        .replace("NAME", "{name}")
+        .replace("JOBID", "{job_id}")
         for path, _ in WRITES
     )
 

@@ -15,8 +15,10 @@ import pytest
 from queuey_core import AsyncProducer
 from queuey_core import ManualClock
 from queuey_core import MemoryBackend
+from queuey_core import NotEnqueuedError
 from queuey_core import Producer
 from queuey_core import QueueSet
+from queuey_core.envelope import EncodedEnvelope
 from queuey_core.errors import JobStoreError
 from queuey_core.results import JobEvent
 from queuey_core.results import JobState
@@ -138,3 +140,64 @@ def test_an_async_producer_with_record_now_has_written_when_the_await_returns(
             return [store.get(job_id) is not None for job_id in [one, *many]]
 
     assert all(asyncio.run(enqueue_and_look()))
+
+
+class HalfRefusing(MemoryBackend):
+    """A broker that confirms the first half of a batch and refuses the rest."""
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        half = len(items) // 2
+        super().publish_encoded(items[:half])
+        exc = NotEnqueuedError("the broker refused the rest")
+        exc.with_jobs(
+            confirmed=[job_id_of(env) for env, _ in items[:half]],
+            not_enqueued=[job_id_of(env) for env, _ in items[half:]],
+        )
+        raise exc
+
+
+def job_id_of(env: EncodedEnvelope) -> uuid.UUID:
+    assert env.job_id is not None, "the test gives every job its id"
+    return env.job_id
+
+
+@pytest.mark.parametrize("record_now", [False, True], ids=["batched", "record_now"])
+def test_the_confirmed_part_of_a_failed_batch_is_recorded(
+    store: JobStore, queues: QueueSet, clock: ManualClock, record_now: bool
+) -> None:
+    backend = HalfRefusing(clock=clock)
+    producer = Producer(backend, queues, clock=clock, job_store=store, record_now=record_now)
+    ids = [uuid.uuid4() for _ in range(4)]
+    with pytest.raises(NotEnqueuedError) as caught:
+        producer.enqueue_many([Greet(name=f"n{i}") for i in range(4)], job_ids=ids)
+    producer.close()
+    assert caught.value.confirmed == tuple(ids[:2])
+    assert backend.pending(ALPHA) == 2
+    for job_id in ids[:2]:
+        record = store.get(job_id)
+        assert record is not None, "a job the broker confirmed is recorded, error or not"
+        assert record.state is JobState.QUEUED
+    assert [store.get(job_id) for job_id in ids[2:]] == [None, None], "never enqueued"
+
+
+def test_an_async_batch_cut_short_records_what_the_broker_confirmed(
+    store: JobStore, queues: QueueSet, clock: ManualClock
+) -> None:
+    backend = HalfRefusing(clock=clock)
+    ids = [uuid.uuid4() for _ in range(1200)]  # past a slice: checked, then sent in parts
+
+    async def enqueue() -> NotEnqueuedError:
+        async with AsyncProducer(backend, queues, clock=clock, job_store=store) as producer:
+            with pytest.raises(NotEnqueuedError) as caught:
+                await producer.enqueue_many(
+                    [Greet(name=f"n{i}") for i in range(len(ids))], job_ids=ids
+                )
+        return caught.value
+
+    error = asyncio.run(enqueue())
+    assert error.confirmed, "the first slice was taken in part"
+    assert len(error.confirmed) + len(error.not_enqueued) == len(ids)
+    assert backend.pending(ALPHA) == len(error.confirmed)
+    for job_id in error.confirmed:
+        assert store.get(job_id) is not None, "a confirmed job is recorded"
+    assert all(store.get(job_id) is None for job_id in error.not_enqueued)

@@ -17,6 +17,7 @@ from queuey_core.results import JobEvent
 from queuey_core.results import JobState
 from queuey_core.results import JobStore
 from queuey_core.results import open_job_store
+from queuey_core.results.sql_store import SqlJobStore
 
 
 def _now() -> int:
@@ -140,6 +141,27 @@ def test_records_past_the_retention_are_expired_by_a_write(store_url: str) -> No
         store.write([_event(new, JobState.QUEUED, t)] * 1000)  # crosses EXPIRE_EVERY
         assert store.get(old) is None
         assert store.get(new) is not None
+    finally:
+        store.close()
+
+
+def test_expire_now_deletes_what_is_past_the_retention_on_every_sql_store(
+    store_url: str,
+) -> None:
+    store = open_job_store(store_url, retention=60)
+    assert isinstance(store, SqlJobStore), "memory, sqlite and postgres stores are SQL"
+    try:
+        job_id, t = uuid.uuid4(), _now()
+        store.write([_event(job_id, JobState.RUNNING, t - 30_000, attempt=1, host="h", pid=1)])
+        store.expire_now()
+        assert store.get(job_id) is not None, "inside the retention"
+        store.write([_event(job_id, JobState.SUCCEEDED, t - 90_000, host="h", pid=1)])
+        assert store.get(job_id) is not None, "an older event does not touch the record"
+        store.close()
+        store = open_job_store(store_url, retention=20)
+        assert isinstance(store, SqlJobStore)
+        store.expire_now()
+        assert store.get(job_id) is None
     finally:
         store.close()
 

@@ -160,8 +160,11 @@ class Writer:
         envelope: Envelope | None,
         body: bytes,
         encoded: EncodedEnvelope | None = None,
+        conn: sqlite3.Connection | None = None,
     ) -> messages.Row:
-        info = self.queue_info(queue)
+        # Inside a write, the queue is looked up on that transaction's connection: a
+        # read of its own there would begin a transaction within it.
+        info = self.queue_info(queue, conn)
         if info is None:
             raise UnroutableError(f"no queue named {queue!r} has been declared")
         top = info[0]
@@ -316,7 +319,8 @@ class Writer:
         with self._db.write() as conn:
 
             def put_back(envelope: Envelope) -> None:
-                row = self._row(queue, envelope.priority, now, False, envelope, envelope.encode())
+                body = envelope.encode()
+                row = self._row(queue, envelope.priority, now, False, envelope, body, conn=conn)
                 messages.insert(conn, [row])
 
             return dead.requeue(conn, queue, job_ids, put_back, after=after, limit=limit)

@@ -1,4 +1,5 @@
-"""A real Chromium driving the dashboard, served by uvicorn, on the tests' RabbitMQ.
+"""A real Chromium driving the dashboard, served by uvicorn, on each backend that has
+the dashboard's writes: the tests' RabbitMQ, and the embedded backend (a SQLite file).
 
 The browser is found or unpacked by ``scripts/ensure-browser`` (Debian's chromium, or
 the npm package @sparticuz/chromium, see /work/shared/BROWSER.md); when none can be
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,9 @@ from playwright.sync_api import Browser
 from playwright.sync_api import Page
 from playwright.sync_api import sync_playwright
 
+from queuey_core.backends.open import open_backend
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.results.setup import with_dead_letter_store
 from queuey_core.settings import Settings
 from queuey_core.settings import load_settings
 from queuey_dashboard import create_app
@@ -109,28 +114,74 @@ class Served:
         self.thread.join(20)
 
 
-def ui_settings(**dashboard: Any) -> Settings:
-    """The tests' broker, two queues, and a dashboard that refreshes twice a second."""
+def ui_settings(url: str = AMQP_URL, *, store: str | None = None, **dashboard: Any) -> Settings:
+    """A broker (the tests' RabbitMQ by default; ``store``: a job store's URL), two
+    queues, and a dashboard that refreshes twice a second."""
     settings, _ = load_settings(
         os.devnull,  # no file: not the queuey.toml of the working directory
         overrides={
-            "broker": {"url": AMQP_URL},
+            "broker": {"url": url},
             "queues": {ALPHA: {"prefetch": 4}, BETA: {"prefetch": 4}},
             "dashboard": {"refresh": "500ms", **dashboard},
+            **({"results": {"url": store}} if store is not None else {}),
         },
     )
     return settings
 
 
+#: The backends whose dashboard has every write (requeue, delete, purge, drain, fire,
+#: cancel): RabbitMQ with its dead letters in ``<queue>.dlq`` or in a job store's table
+#: (docs/dead-letters.md), and the embedded backend.
+UI_BACKENDS = ["rabbitmq", "rabbitmq+sqlite", "sqlite"]
+
+
+@dataclass
+class Ui:
+    """One backend under test: the settings a dashboard is made from, and a backend of
+    the test's own on the same broker (what a producer or a worker elsewhere holds)."""
+
+    kind: str
+    settings: Settings
+    backend: Any
+
+    def open(self) -> Any:
+        """Another backend on the same broker (a worker's: its own connection or file
+        handle, its dead letters where the dashboard reads them), for the caller to
+        close."""
+        if self.kind.startswith("rabbitmq"):
+            rabbit = RabbitMQBackend(AMQP_URL, publish_timeout=10)
+            return with_dead_letter_store(rabbit, self.settings)
+        return open_backend(self.settings.broker)
+
+
+@pytest.fixture(params=UI_BACKENDS)
+def ui(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ui]:
+    """Each backend of :data:`UI_BACKENDS`, its two queues fresh and declared."""
+    kind = request.param
+    if kind.startswith("rabbitmq"):
+        require_broker()
+        delete_queues(ALPHA, BETA)
+        store = f"sqlite:///{tmp_path}/store.db" if kind == "rabbitmq+sqlite" else None
+        settings = ui_settings(store=store)
+    else:
+        settings = ui_settings(f"sqlite:///{tmp_path}/dashboard.db")
+    ui = Ui(kind, settings, None)
+    ui.backend = ui.open()
+    try:
+        queue_set = settings.queue_set()
+        ui.backend.declare([queue_set[name] for name in queue_set])
+        yield ui
+    finally:
+        ui.backend.close()
+
+
 @pytest.fixture
-def serve() -> Iterator[Callable[..., Served]]:
-    """Serve a dashboard on the tests' broker (options to create_app), with fresh queues."""
-    require_broker()
-    delete_queues(ALPHA, BETA)
+def serve(ui: Ui) -> Iterator[Callable[..., Served]]:
+    """Serve a dashboard on the backend under test (options to create_app)."""
     started: list[Served] = []
 
     def start(**options: Any) -> Served:
-        settings = options.pop("settings", None) or ui_settings()
+        settings = options.pop("settings", None) or ui.settings
         served = Served(create_app(settings, **options))
         started.append(served)
         return served

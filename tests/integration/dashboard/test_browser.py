@@ -1,6 +1,7 @@
-"""The dashboard in a real Chromium, on a real RabbitMQ: counts that move without a
-reload, a requeue and a drain from the page, a hostile reason shown as text, and
-writes refused without their CSRF token or on a read-only dashboard.
+"""The dashboard in a real Chromium, on a real RabbitMQ and on the embedded backend (a
+SQLite file): counts that move without a reload, every write from the page (requeue,
+delete, purge, drain, fire now), a hostile reason shown as text, and writes refused
+without their CSRF token or on a read-only dashboard.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from queuey_core import Job
 from queuey_core import Producer
 from queuey_core import QueueConfig
 from queuey_core import Worker
-from queuey_core.backends.rabbitmq import RabbitMQBackend
-from tests.harness import AMQP_URL
+from queuey_core.results import open_job_store
+from queuey_core.results.setup import results_url
+from queuey_core.schedules import Every
+from queuey_core.schedules import Schedule
 from tests.integration.dashboard.conftest import ALPHA
 from tests.integration.dashboard.conftest import BETA
 from tests.integration.dashboard.conftest import REPO
 from tests.integration.dashboard.conftest import Served
-from tests.integration.dashboard.conftest import ui_settings
+from tests.integration.dashboard.conftest import Ui
 from tests.support import dead_letter_one
 from tests.support import start
 from tests.support import wait_for
@@ -55,20 +58,26 @@ class Hello(Job):
 
 
 @pytest.fixture
-def producer(rabbit: RabbitMQBackend) -> Producer:
-    queue_set = ui_settings().queue_set()
-    rabbit.declare([queue_set[name] for name in queue_set])
-    return Producer(rabbit, queue_set)
+def producer(ui: Ui) -> Producer:
+    return Producer(ui.backend, ui.settings.queue_set())
 
 
-def dead(rabbit: RabbitMQBackend, producer: Producer, reasons: list[str]) -> list[str]:
+def dead(ui: Ui, producer: Producer, reasons: list[str]) -> list[str]:
     """One Hello per reason, each dead-lettered with it, as a worker would; their ids."""
-    queue = ui_settings().queue_set()[ALPHA]
+    queue = ui.settings.queue_set()[ALPHA]
     ids = []
     for n, reason in enumerate(reasons):
         ids.append(str(producer.enqueue(Hello(name=f"n{n}"))))
-        dead_letter_one(rabbit, queue, reason)
+        dead_letter_one(ui.backend, queue, reason)
     return ids
+
+
+def counts(ui: Ui) -> tuple[int, int]:
+    """What ALPHA holds: ready, and dead letters (wherever the backend keeps them: in
+    ``<queue>.dlq``, in a job store's table, in the file)."""
+    found = ui.backend.inspect([ALPHA]).queues[ALPHA]
+    assert found is not None, "the queue is declared"
+    return found.ready, ui.backend.dead_letter_page(ALPHA, limit=1).total
 
 
 def row(page: Page, queue: str) -> str:
@@ -76,7 +85,7 @@ def row(page: Page, queue: str) -> str:
 
 
 def test_the_overview_count_changes_after_an_enqueue_without_a_reload(
-    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
 ) -> None:
     served = serve()
     page.goto(served.url + "/")
@@ -91,32 +100,32 @@ def test_the_overview_count_changes_after_an_enqueue_without_a_reload(
     assert page.evaluate("window.__same_page") is True, "updated in place, not reloaded"
     if os.environ.get("QUEUEY_TEST_SCREENSHOT") == "1":
         try:
-            shoot(page, rabbit, producer)
+            shoot(page, ui, producer)
         finally:
             for running in TAKERS:
                 running.stop()
 
 
-def shoot(page: Page, rabbit: RabbitMQBackend, producer: Producer) -> None:
+def shoot(page: Page, ui: Ui, producer: Producer) -> None:
     """docs/images/dashboard.png: the overview after 20 s of jobs coming in (alpha
     filling up, beta filled then taken by a worker), with some dead letters."""
-    dead(rabbit, producer, ["fatal: no such user", "max attempts (3) reached"])
-    beta = ui_settings().queue_set()[BETA]
+    dead(ui, producer, ["fatal: no such user", "max attempts (3) reached"])
+    beta = ui.settings.queue_set()[BETA]
     for second in range(20):
         for n in range(second % 5 + 1):
             producer.enqueue(Hello(name=f"y{second}.{n}"))
         if second < 10:
             producer.enqueue_many([Later(n=n) for n in range(4)])
         elif second == 10:
-            take(rabbit, beta, producer)
+            take(ui, beta, producer)
         page.wait_for_timeout(1000)
     page.set_viewport_size({"width": 1280, "height": 320})
     page.screenshot(path=str(REPO / "docs" / "images" / "dashboard.png"), full_page=False)
 
 
-def take(rabbit: RabbitMQBackend, queue: QueueConfig, producer: Producer) -> None:
+def take(ui: Ui, queue: QueueConfig, producer: Producer) -> None:
     """A worker that takes what ``queue`` holds, a few a second, on a thread."""
-    worker = Worker(rabbit, ui_settings().queue_set(), [Handler(Later, slowly)], consume=[BETA])
+    worker = Worker(ui.backend, ui.settings.queue_set(), [Handler(Later, slowly)], consume=[BETA])
     running = start(worker, None)
     TAKERS.append(running)
 
@@ -126,9 +135,9 @@ def slowly(job: Later, ctx: object) -> None:
 
 
 def test_requeue_of_a_dead_letter_from_the_page_moves_it_and_the_count_follows(
-    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
 ) -> None:
-    first, second = dead(rabbit, producer, ["boom: first", "boom: second"])
+    first, second = dead(ui, producer, ["boom: first", "boom: second"])
     served = serve()
     page.goto(served.url + "/")
     expect(page.locator(f"{row(page, ALPHA)} td.dead")).to_have_text("2")
@@ -144,18 +153,16 @@ def test_requeue_of_a_dead_letter_from_the_page_moves_it_and_the_count_follows(
     page.goto(served.url + "/")
     expect(page.locator(f"{row(page, ALPHA)} td.ready")).to_have_text("1")
     expect(page.locator(f"{row(page, ALPHA)} td.dead")).to_have_text("1")
-    counts = rabbit.inspect([ALPHA]).queues[ALPHA]
-    assert counts is not None
-    assert (counts.ready, counts.dead_letters) == (1, 1)
+    assert counts(ui) == (1, 1)
 
 
 def test_the_drain_button_stops_a_live_worker(
-    serve: Callable[..., Served], page: Page, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui
 ) -> None:
-    worker_backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
+    worker_backend = ui.open()
     worker = Worker(
         worker_backend,
-        ui_settings().queue_set(),
+        ui.settings.queue_set(),
         [Handler(Hello, lambda job, ctx: None)],
         consume=[ALPHA],
     )
@@ -182,9 +189,9 @@ def test_the_drain_button_stops_a_live_worker(
 
 
 def test_a_hostile_reason_renders_as_text_and_runs_no_script(
-    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
 ) -> None:
-    [job_id] = dead(rabbit, producer, [HOSTILE])
+    [job_id] = dead(ui, producer, [HOSTILE])
     served = serve()
     scripts_seen: list[str] = []
     page.on("console", lambda message: scripts_seen.append(message.text))
@@ -199,9 +206,9 @@ def test_a_hostile_reason_renders_as_text_and_runs_no_script(
 
 
 def test_a_write_without_the_csrf_token_or_on_a_read_only_dashboard_is_refused(
-    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
 ) -> None:
-    [job_id] = dead(rabbit, producer, ["boom"])
+    [job_id] = dead(ui, producer, ["boom"])
     served = serve()
     page.goto(f"{served.url}/queues/{ALPHA}/dead-letters")
     expect(page.locator("button.requeue")).to_have_count(1)
@@ -234,14 +241,12 @@ def test_a_write_without_the_csrf_token_or_on_a_read_only_dashboard_is_refused(
     )
     assert status == 403
 
-    counts = rabbit.inspect([ALPHA]).queues[ALPHA]
-    assert counts is not None
-    assert (counts.ready, counts.dead_letters) == (0, 1), "nothing moved"
+    assert counts(ui) == (0, 1), "nothing moved"
     assert re.fullmatch(r"[0-9a-f]{64}", token)
 
 
 def test_the_page_runs_its_scripts_under_its_content_security_policy(
-    serve: Callable[..., Served], page: Page
+    serve: Callable[..., Served], page: Page, ui: Ui
 ) -> None:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -255,9 +260,9 @@ def test_the_page_runs_its_scripts_under_its_content_security_policy(
 
 
 def test_a_selection_of_dead_letters_is_deleted_from_the_page(
-    serve: Callable[..., Served], page: Page, rabbit: RabbitMQBackend, producer: Producer
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
 ) -> None:
-    ids = dead(rabbit, producer, ["a", "b", "c"])
+    ids = dead(ui, producer, ["a", "b", "c"])
     served = serve()
     page.goto(f"{served.url}/queues/{ALPHA}/dead-letters")
     page.on("dialog", lambda dialog: dialog.accept())
@@ -269,3 +274,62 @@ def test_a_selection_of_dead_letters_is_deleted_from_the_page(
     expect(page.locator("#notice")).to_contain_text(f"deleted 2 of {ALPHA}")
     expect(page.locator("span.total")).to_have_text("1")
     expect(page.locator(f'tr[data-handle="{ids[2]}"]')).to_have_count(1)
+
+
+def test_a_purge_from_the_page_needs_the_queue_name_typed(
+    serve: Callable[..., Served], page: Page, ui: Ui, producer: Producer
+) -> None:
+    dead(ui, producer, ["a", "b", "c"])
+    served = serve()
+    page.goto(f"{served.url}/queues/{ALPHA}/dead-letters/purge")
+    expect(page.locator("main")).to_contain_text("all 3 of them")
+
+    page.fill('input[name="confirm"]', "not the name")
+    page.click("button.purge")
+    expect(page.locator("main")).to_contain_text("not confirmed")
+    assert counts(ui) == (0, 3), "nothing purged"
+
+    page.goto(f"{served.url}/queues/{ALPHA}/dead-letters/purge")
+    page.fill('input[name="confirm"]', ALPHA)
+    page.click("button.purge")
+
+    expect(page).to_have_url(f"{served.url}/queues/{ALPHA}/dead-letters")
+    expect(page.locator("span.total")).to_have_text("0")
+    assert counts(ui) == (0, 0)
+
+
+def test_fire_now_from_the_page_enqueues_one_job(
+    serve: Callable[..., Served], page: Page, ui: Ui
+) -> None:
+    schedule = Schedule("hello-often", Hello(name="tick"), Every(3600))
+    served = serve(schedules=[schedule])
+    page.goto(f"{served.url}/schedules")
+    expect(page.locator('tr[data-schedule="hello-often"]')).to_contain_text("every")
+
+    page.click('tr[data-schedule="hello-often"] button.fire')
+
+    expect(page.locator("#notice")).to_contain_text("fired hello-often: job ")
+    assert counts(ui)[0] == 1
+
+
+def test_cancel_from_the_job_page_marks_the_waiting_job_cancelled(
+    serve: Callable[..., Served], page: Page, ui: Ui, tmp_path: Path
+) -> None:
+    # The configured store (on a file, the broker's own file), else one given.
+    store = open_job_store(results_url(ui.settings) or f"sqlite:///{tmp_path}/jobs.db")
+    try:
+        producer = Producer(ui.backend, ui.settings.queue_set(), job_store=store, record_now=True)
+        job_id = producer.enqueue(Hello(name="never"), job_id="order-77")
+        served = serve(job_store=store)
+        page.goto(f"{served.url}/jobs/order-77")
+        expect(page.locator("dd.state")).to_have_text("queued")
+        page.on("dialog", lambda dialog: dialog.accept())
+
+        page.click("button.cancel")
+
+        expect(page.locator("#notice")).to_contain_text(f"job {job_id}: cancelled")
+        page.reload()
+        expect(page.locator("dd.state")).to_have_text("cancelled")
+        expect(page.locator("button.cancel")).to_have_count(0)
+    finally:
+        store.close()

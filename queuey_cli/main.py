@@ -179,7 +179,7 @@ def _fail(message: str, code: int) -> NoReturn:
 app = typer.Typer(
     name="queuey",
     cls=_OneLineErrors,
-    help="Typed background jobs on RabbitMQ.",
+    help="Typed background jobs on RabbitMQ or a SQLite file.",
     no_args_is_help=True,
     # Completion is on, with options of our own (queuey_cli.completion): Typer's only
     # guess the shell, which fails in containers and scripts, and ignore one named.
@@ -241,7 +241,7 @@ def root(
         ),
     ] = None,
 ) -> None:
-    """Typed background jobs on RabbitMQ."""
+    """Typed background jobs on RabbitMQ or a SQLite file."""
     if log_level.lower() not in {"debug", "info", "warning", "error"}:
         source = ctx.get_parameter_source("log_level")
         hint = "QUEUEY_LOG_LEVEL" if source and source.name == "ENVIRONMENT" else "--log-level"

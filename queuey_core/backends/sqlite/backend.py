@@ -18,7 +18,6 @@ row whose settle failed (it is given back), or be used unless a URL names it.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
@@ -29,15 +28,11 @@ from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
     HoldsLeases,
-    Inspectable,
-    Inspection,
     PublishesEncoded,
-    QueueCounts,
     SupportsControl,
     SupportsSchedules,
 )
 from queuey_core.backends.features import Features
-from queuey_core.backends.sqlite import counts as tally
 from queuey_core.backends.sqlite import messages
 from queuey_core.backends.sqlite.cancels import FileCancels
 from queuey_core.backends.sqlite.consumer import SqliteDelivery, SqliteSubscription
@@ -45,10 +40,11 @@ from queuey_core.backends.sqlite.control import SqliteControl
 from queuey_core.backends.sqlite.database import Database, SqliteError
 from queuey_core.backends.sqlite.dead_tools import SqliteDeadLetters
 from queuey_core.backends.sqlite.features import FEATURES
+from queuey_core.backends.sqlite.inspection import FileInspection
 from queuey_core.backends.sqlite.options import SqliteOptions, parse_url
 from queuey_core.backends.sqlite.pump import Pump
 from queuey_core.backends.sqlite.schedules import SqliteElection, SqliteScheduleState
-from queuey_core.backends.sqlite.writes import Writer, other_consumers
+from queuey_core.backends.sqlite.writes import Writer
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, DecodeError
@@ -61,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 class SqliteBackend(
     SqliteDeadLetters,
-    Inspectable,
+    FileInspection,
     SupportsControl,
     SupportsSchedules,
     PublishesEncoded,
@@ -199,32 +195,6 @@ class SqliteBackend(
             return "were given back to the file: any worker can take them at once"
         why = str(outcome[0]) if outcome else f"the file did not answer within {timeout:g}s"
         return f"stay leased in the file for up to {self.options.lease:g}s ({why})"
-
-    # -- Inspectable -----------------------------------------------------------------
-
-    def inspect(self, names: Sequence[str]) -> Inspection:
-        """See :meth:`Inspectable.inspect`; ``held`` is what waits for its delay. One
-        read of the counts tables (see :mod:`.counts` for what it costs)."""
-        found: dict[str, QueueCounts | None] = {}
-        with self._db.read() as conn:
-            every = tally.counted(conn, now=self._clock.wall_ms())
-            looked = self._looked(conn, names, every)
-        for name in names:
-            c = looked.get(name)
-            found[name] = None if c is None else QueueCounts(c[0].ready, c[1], c[2])
-        return Inspection(found, sum(c.held for c in every.values()))
-
-    def counts(self, names: Sequence[str]) -> dict[str, tuple[tally.Counts, int, int]]:
-        """For each declared queue of ``names``: its counts (ready, leased, held), its
-        live consumers and its dead letters."""
-        with self._db.read() as conn:
-            return self._looked(conn, names, tally.counted(conn, now=self._clock.wall_ms()))
-
-    def held_deferrals(self, queue: str) -> int:
-        """How many held jobs of ``queue`` are deferrals (O(held): see
-        :func:`.counts.held_deferrals`)."""
-        with self._db.read() as conn:
-            return tally.held_deferrals(conn, queue, now=self._clock.wall_ms())
 
     # -- SupportsControl -------------------------------------------------------------
 
@@ -403,26 +373,6 @@ class SqliteBackend(
         except BackendError as exc:
             return exc
         return None
-
-    def _looked(
-        self, conn: sqlite3.Connection, names: Sequence[str], every: dict[str, tally.Counts]
-    ) -> dict[str, tuple[tally.Counts, int, int]]:
-        """The declared queues of ``names``: their counts in ``every`` (none yet: all 0),
-        live consumers and dead letters."""
-        now = self._clock.wall_ms()
-        return {
-            name: (
-                every.get(name, tally.Counts(0, 0, 0)),
-                self._consumers(conn, name, now),
-                tally.dead_letters(conn, name),
-            )
-            for name in names
-            if self._writer.queue_info(name, conn) is not None
-        }
-
-    def _consumers(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
-        mine = sum(1 for s in list(self._subs) if s.queue == queue and not s.cancelled)
-        return mine + other_consumers(conn, queue, self.owner, now - 3 * self._lease_ms)
 
     def _check_open(self) -> None:
         if self._closed:

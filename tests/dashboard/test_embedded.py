@@ -138,9 +138,11 @@ def test_drain_stops_a_worker_on_the_file(board: FileBoard) -> None:
     running = start(worker, None)
     try:
         wait_for(lambda: counts(board.other).consumers == 1, timeout=30)
-        page = board.client.get("/workers")
-        ids = re.findall(r'<tr data-worker="([^"]+)">', page.text)
-        assert len(ids) == 1, page.text
+        # The worker answers the control table a moment after it consumes: on a loaded
+        # machine the page can come first, so wait until it lists the worker.
+        wait_for(lambda: len(listed_workers(board)) == 1, timeout=30)
+        ids = listed_workers(board)
+        assert len(ids) == 1, ids
 
         answer = board.post(f"/workers/{ids[0]}/drain")
 
@@ -149,6 +151,11 @@ def test_drain_stops_a_worker_on_the_file(board: FileBoard) -> None:
         wait_for(running.is_finished, timeout=30)
     finally:
         running.stop()
+
+
+def listed_workers(board: FileBoard) -> list[str]:
+    """The ids of the workers the dashboard's /workers page lists."""
+    return re.findall(r'<tr data-worker="([^"]+)">', board.client.get("/workers").text)
 
 
 def test_a_key_given_at_enqueue_finds_the_job_and_its_dead_letter(board: FileBoard) -> None:

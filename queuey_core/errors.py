@@ -22,8 +22,11 @@
     ├── JobStoreError                 the job store refused, or could not be reached
     ├── ResultTooLargeError           a handler's result over the [results] size limit
     ├── JobWaitTimeout                wait() gave up before the job finished
-    └── JobFailed                     wait(): the job ended without succeeding (its
-                                      record and reason attached)
+    ├── JobFailed                     wait(): the job ended without succeeding (its
+    │                                 record and reason attached)
+    └── KitError                      the testing kit (queuey_core.testing) could not do
+                                      what a test asked: no such job waiting, a job held by
+                                      a delay, a worker that never finished it
 
     JobError                          control-flow signals a handler raises (not failures
     ├── Retryable                     of queuey): transient failure, consult the retry policy
@@ -241,6 +244,10 @@ class JobFailed(QueueyError):
     def __init__(self, message: str, record: object) -> None:
         super().__init__(message)
         self.record = record
+
+
+class KitError(QueueyError):
+    """The testing kit could not do what a test asked (see :mod:`queuey_core.testing`)."""
 
 
 class JobError(Exception):

@@ -1,0 +1,347 @@
+"""The kit's backends: the in-memory one or a SQLite file, with a gate before the worker.
+
+A :class:`Gate` is mixed in front of a real backend class (:class:`GatedMemoryBackend`,
+:class:`GatedSqliteBackend`), so the backend keeps every capability it declares (a
+worker and a producer ask for those by type) and moves messages exactly as it does
+outside tests. The gate changes one thing: a delivery reaches the worker only when the
+test lets it through (:meth:`GateState.release`), so a test sees what was enqueued
+before anything runs, and runs the job it chooses. It also keeps a ledger of every
+message it has seen published, retried or deferred (its job id, attempt, deferrals and
+the clock time it is due), which is what :meth:`~queuey_core.testing.QueueyKit.enqueued`
+lists, on any backend.
+
+Owns: the ledger and the held deliveries. Must never: settle a delivery itself, or
+change what the backend publishes; a delivery it holds stays unsettled on the backend
+until the worker settles it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Sink, Subscription
+from queuey_core.backends.capabilities import PublishesEncoded
+from queuey_core.backends.memory import MemoryBackend
+from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.clock import Clock
+from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.queues import QueueConfig
+
+#: A message's place in the ledger: one attempt of one job, after so many deferrals.
+Key = tuple[uuid.UUID, int, int]
+
+
+class Timing:
+    """When a backend holds a delayed message until, reckoned as it reckons it: here on
+    the clock's monotonic seconds, as the in-memory backend's timers are (they fire in
+    the thread that advances the clock, so a due message is delivered at once)."""
+
+    #: Whether a message is handed out in the very call that makes it due.
+    at_once = True
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def now(self) -> float:
+        """The time now, in seconds."""
+        return self.clock.monotonic()
+
+    def due(self, delay: float) -> float:
+        """When a message published now after ``delay`` seconds becomes ready."""
+        return self.now() + delay
+
+    def step_to(self, due: float) -> float:
+        """Seconds to advance the clock by so that ``due`` has come."""
+        return max(0.0, due - self.now())
+
+
+class FileTiming(Timing):
+    """The SQLite file's reckoning: whole milliseconds of wall time
+    (``available_at``), claimed by the backend's thread a moment after they pass."""
+
+    at_once = False
+
+    def now(self) -> float:
+        """See :meth:`Timing.now`."""
+        return self.clock.wall_ms() / 1000
+
+    def due(self, delay: float) -> float:
+        """See :meth:`Timing.due` (the file's own rounding)."""
+        return (self.clock.wall_ms() + round(delay * 1000)) / 1000
+
+    def step_to(self, due: float) -> float:
+        """See :meth:`Timing.step_to`: half a millisecond over, so that the clock's
+        whole milliseconds reach ``due`` whatever the float arithmetic rounds to."""
+        step = due - self.now()
+        return step + 0.0005 if step > 0 else 0.0
+
+
+def key_of(envelope: Envelope) -> Key:
+    """The ledger key of ``envelope``."""
+    return (envelope.job_id, envelope.attempt, envelope.deferrals)
+
+
+@dataclass
+class Entry:
+    """One message the gate knows of: due on the clock at ``due``; ``delivery`` once the
+    backend handed it out (held at the gate until released)."""
+
+    envelope: Envelope
+    due: float
+    seq: int
+    delivery: Delivery | None = None
+    released: bool = False
+
+
+class GateState:
+    """The ledger and the held deliveries of one gated backend (thread-safe)."""
+
+    def __init__(self, timing: Timing) -> None:
+        self.timing = timing
+        self._cond = threading.Condition()
+        self._entries: dict[Key, Entry] = {}
+        self._sinks: dict[str, Sink] = {}
+        self._settled: set[Key] = set()
+        self._seq = itertools.count()
+
+    # -- what the backend and its deliveries tell the gate ---------------------------
+
+    def expect(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        """Messages about to be published (or republished), each after its delay."""
+        with self._cond:
+            for env, delay in items:
+                key = key_of(env)
+                if key not in self._entries:
+                    due = self.timing.due(delay or 0.0)
+                    self._entries[key] = Entry(env, due, next(self._seq))
+                self._settled.discard(key)
+            self._cond.notify_all()
+
+    def forget(self, envelopes: Sequence[Envelope]) -> None:
+        """A publish that failed: its messages are not coming."""
+        with self._cond:
+            for env in envelopes:
+                entry = self._entries.get(key_of(env))
+                if entry is not None and entry.delivery is None:
+                    del self._entries[key_of(env)]
+
+    def sink_for(self, queue: str, worker_sink: Sink) -> Sink:
+        """The sink the backend is given for ``queue``: it holds each delivery here."""
+        with self._cond:
+            self._sinks[queue] = worker_sink
+
+        def hold(item: Delivery | ConsumerEnded) -> None:
+            if isinstance(item, ConsumerEnded):
+                worker_sink(item)
+                return
+            key = key_of(item.envelope)
+            with self._cond:
+                entry = self._entries.get(key)
+                if entry is None:  # published by someone else (another process, raw bytes)
+                    entry = Entry(item.envelope, self.timing.now(), next(self._seq))
+                    self._entries[key] = entry
+                entry.delivery = item
+                self._cond.notify_all()
+
+        return hold
+
+    def settled(self, envelope: Envelope) -> None:
+        """The worker settled the delivery of ``envelope``."""
+        with self._cond:
+            key = key_of(envelope)
+            self._entries.pop(key, None)
+            self._settled.add(key)
+            self._cond.notify_all()
+
+    # -- what the kit asks -----------------------------------------------------------
+
+    def waiting(self) -> list[Entry]:
+        """Every message not released to the worker, soonest due first (then by
+        priority, highest first, then in order of publishing)."""
+        with self._cond:
+            entries = [e for e in self._entries.values() if not e.released]
+        return sorted(entries, key=lambda e: (e.due, -e.envelope.priority, e.seq))
+
+    def entry(self, key: Key) -> Entry | None:
+        """The ledger's entry for ``key``, if the message is still unsettled."""
+        with self._cond:
+            return self._entries.get(key)
+
+    def next_ready(self) -> Entry | None:
+        """The delivery the worker would be given next: highest priority, then oldest,
+        of those the backend has handed out."""
+        with self._cond:
+            ready = [e for e in self._entries.values() if e.delivery and not e.released]
+        if not ready:
+            return None
+        return min(ready, key=lambda e: (-e.envelope.priority, e.seq))
+
+    def due_missing(self) -> int:
+        """Messages due by now that the backend has not handed out yet (the SQLite
+        file's thread claims them a moment later)."""
+        if self.timing.at_once:
+            return 0
+        now = self.timing.now()
+        with self._cond:
+            return sum(1 for e in self._entries.values() if e.delivery is None and e.due <= now)
+
+    def running(self) -> int:
+        """Deliveries released to the worker and not settled yet."""
+        with self._cond:
+            return sum(1 for e in self._entries.values() if e.released)
+
+    def next_due(self) -> float | None:
+        """The clock time the soonest held message is due, if one is held."""
+        with self._cond:
+            dues = [e.due for e in self._entries.values() if e.delivery is None]
+        return min(dues, default=None)
+
+    def is_settled(self, key: Key) -> bool:
+        """Whether the delivery of ``key`` has been settled."""
+        with self._cond:
+            return key in self._settled
+
+    def wait(self, timeout: float) -> None:
+        """Block until anything changes, or ``timeout`` real seconds pass."""
+        with self._cond:
+            self._cond.wait(timeout)
+
+    def release(self, entry: Entry) -> None:
+        """Hand the held delivery of ``entry`` to the worker."""
+        delivery = entry.delivery
+        if delivery is None or entry.released:
+            raise ValueError("that message is not held at the gate")
+        with self._cond:
+            entry.released = True
+            sink = self._sinks[delivery.queue]
+        sink(Watched(self, delivery))
+
+
+class Watched:
+    """A delivery as the worker gets it from the gate: settles pass through, and the
+    gate learns of each (a retry or deferral enters the ledger with its delay)."""
+
+    __slots__ = ("_gate", "_inner")
+
+    def __init__(self, gate: GateState, inner: Delivery) -> None:
+        self._gate = gate
+        self._inner = inner
+
+    @property
+    def envelope(self) -> Envelope:
+        """See :attr:`Delivery.envelope`."""
+        return self._inner.envelope
+
+    @property
+    def queue(self) -> str:
+        """See :attr:`Delivery.queue`."""
+        return self._inner.queue
+
+    @property
+    def redelivered(self) -> bool:
+        """See :attr:`Delivery.redelivered`."""
+        return self._inner.redelivered
+
+    def is_stale(self) -> bool:
+        """See :meth:`Delivery.is_stale`."""
+        return self._inner.is_stale()
+
+    def ack(self) -> None:
+        """See :meth:`Delivery.ack`."""
+        self._inner.ack()
+        self._gate.settled(self._inner.envelope)
+
+    def dead_letter(self, reason: str) -> None:
+        """See :meth:`Delivery.dead_letter`."""
+        self._inner.dead_letter(reason)
+        self._gate.settled(self._inner.envelope)
+
+    def retry(self, next_envelope: Envelope, delay: float) -> None:
+        """See :meth:`Delivery.retry`."""
+        self._replace(next_envelope, delay, self._inner.retry)
+
+    def defer(self, next_envelope: Envelope, delay: float) -> None:
+        """See :meth:`Delivery.defer`."""
+        self._replace(next_envelope, delay, self._inner.defer)
+
+    def _replace(self, next_envelope: Envelope, delay: float, settle: Any) -> None:
+        # Into the ledger first: on the memory backend a zero delay delivers it at once.
+        self._gate.expect([(next_envelope, delay)])
+        try:
+            settle(next_envelope, delay)
+        except BaseException:
+            self._gate.forget([next_envelope])
+            raise
+        self._gate.settled(self._inner.envelope)
+
+
+class Gate:
+    """Mixed in before a backend class: publishes enter the ledger, deliveries stop at
+    the gate. ``clock`` must be the one the backend runs on."""
+
+    gate: GateState
+    #: How the backend behind reckons delays.
+    timing: type[Timing] = Timing
+
+    def __init__(self, *args: Any, clock: Clock, **kwargs: Any) -> None:
+        self.gate = GateState(self.timing(clock))
+        cast(Any, super()).__init__(*args, clock=clock, **kwargs)
+
+    def _backend(self) -> Backend:
+        """The backend class this gate stands before (the next in the MRO)."""
+        return cast(Backend, super())
+
+    def publish(self, envelope: Envelope, *, delay: float | None = None) -> None:
+        """See :meth:`Backend.publish`."""
+        with self._publishing([(envelope, delay)]):
+            self._backend().publish(envelope, delay=delay)
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        """See :meth:`Backend.publish_many`."""
+        with self._publishing(items):
+            self._backend().publish_many(items)
+
+    def publish_encoded(self, items: Sequence[tuple[EncodedEnvelope, float | None]]) -> None:
+        """See :class:`~queuey_core.backends.capabilities.PublishesEncoded`."""
+        with self._publishing([(encoded.envelope(), delay) for encoded, delay in items]):
+            cast(PublishesEncoded, super()).publish_encoded(items)
+
+    def defer(self, envelope: Envelope, delay: float) -> None:
+        """See :meth:`Backend.defer`."""
+        with self._publishing([(envelope, delay)]):
+            self._backend().defer(envelope, delay)
+
+    def consume(self, queue: QueueConfig, sink: Sink) -> Subscription:
+        """See :meth:`Backend.consume`: everything ready comes to the gate (no prefetch
+        limit), and waits there for the test."""
+        unlimited = dataclasses.replace(queue, prefetch=0)
+        return self._backend().consume(unlimited, self.gate.sink_for(queue.name, sink))
+
+    @contextlib.contextmanager
+    def _publishing(self, items: Sequence[tuple[Envelope, float | None]]) -> Iterator[None]:
+        # Into the ledger first: the memory backend delivers during the publish.
+        self.gate.expect(items)
+        try:
+            yield
+        except BaseException:
+            self.gate.forget([env for env, _ in items])
+            raise
+
+
+# The gate's consume returns the Subscription protocol, not the backend's own class:
+# nothing in the kit needs more of it.
+class GatedMemoryBackend(Gate, MemoryBackend):  # type: ignore[misc]
+    """:class:`~queuey_core.MemoryBackend` behind the kit's gate."""
+
+
+class GatedSqliteBackend(Gate, SqliteBackend):  # type: ignore[misc]
+    """:class:`~queuey_core.backends.sqlite.SqliteBackend` behind the kit's gate."""
+
+    timing = FileTiming

@@ -1,0 +1,396 @@
+"""The testing kit: a producer, a real worker and a manual clock, stepped by the test.
+
+:class:`QueueyKit` runs a real :class:`~queuey_core.Worker` (its dispatcher, hooks, job
+timeout, retry policy, async event loop, cancels) on the in-memory backend or a SQLite
+file of its own, on a :class:`~queuey_core.ManualClock`. The only thing that differs
+from production is *when* a job runs: the backend's deliveries wait at a gate
+(:mod:`.gate`) until the test runs one (:meth:`QueueyKit.run`) or all of them
+(:meth:`QueueyKit.drain`), and time moves only when the test moves it.
+
+Owns: stepping the worker and waiting (in real time, bounded) for what it does. Must
+never: run a handler itself, or decide an outcome: both are the worker's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+import types
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from queuey_core.backends.capabilities import SupportsCancellation, require
+from queuey_core.clock import ManualClock
+from queuey_core.envelope import Envelope
+from queuey_core.errors import KitError
+from queuey_core.handlers import Handler, JobHandler, discover
+from queuey_core.jobs import Job
+from queuey_core.producer import Producer
+from queuey_core.queues import QueueConfig, QueueSet
+from queuey_core.testing.gate import (
+    Entry,
+    GatedMemoryBackend,
+    GatedSqliteBackend,
+    Key,
+    key_of,
+)
+from queuey_core.testing.outcomes import SIGNALS, JobOutcome, OutcomeRecorder, catching
+from queuey_core.worker import Worker, WorkerHooks
+from queuey_core.worker.hooks import RunningWorker
+
+J = TypeVar("J", bound=Job)
+
+#: Real seconds the kit waits for the worker (a job to finish, a message to arrive)
+#: before it fails the test: generous, as a loaded CI machine needs.
+DEFAULT_WAIT = 60.0
+#: Clock seconds a run's ``elapse`` moves at a time while the job runs.
+ELAPSE_STEP = 0.1
+#: Seconds a job may still be held and run anyway (the kit moves the clock on): the
+#: SQLite file rounds a delay to whole milliseconds, so ``advance(delay)`` can fall
+#: a millisecond short of it.
+MS_ROUNDING = 0.0015
+#: Jobs :meth:`QueueyKit.drain` runs before it decides the queues never empty.
+DEFAULT_MAX_JOBS = 1000
+
+BackendName = Literal["memory", "sqlite"]
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued(Generic[J]):
+    """A job waiting to run: its typed job, and what its envelope says.
+
+    ``delay`` is the seconds of clock time until it is due (0 when it is ready): a delayed
+    enqueue, a retry's backoff or a deferral.
+    """
+
+    job: J
+    job_id: uuid.UUID
+    queue: str
+    priority: int
+    attempt: int
+    deferrals: int
+    delay: float
+    envelope: Envelope
+
+
+class QueueyKit:
+    """Jobs enqueued, run and inspected inside one test.
+
+    Args:
+        handlers: handlers (or modules of them) to run; by default every handler
+            registered under the ``queuey.handlers`` entry points.
+        queues: the queue set; by default the queues of ``config`` (or of
+            ``./queuey.toml`` or ``$QUEUEY_CONFIG`` when there is one), else a queue with
+            default settings for each queue the handlers name.
+        config: a queuey.toml to take the queues from.
+        backend: ``"memory"`` (default) or ``"sqlite"``: a file of the kit's own, in
+            ``path`` (a directory) or a temporary one.
+        job_timeout: the worker's job timeout, on the kit's clock (a queue's own wins).
+        hooks: more worker hooks (your metrics or middleware), told of every job.
+        raise_errors: raise, in the test, an exception a handler raised that is not one
+            of queuey's signals (:class:`~queuey_core.Retryable`,
+            :class:`~queuey_core.Fatal`, :class:`~queuey_core.Deferred`, ``JobCancelled``),
+            with the handler's own traceback, once the worker has settled the job. On by
+            default: in a test, a ``KeyError`` is a bug to see, not a retry to schedule.
+        wait: real seconds to wait for the worker before failing with :class:`KitError`.
+    """
+
+    def __init__(
+        self,
+        handlers: Iterable[object] | None = None,
+        *,
+        queues: QueueSet | Iterable[QueueConfig] | None = None,
+        config: str | Path | None = None,
+        backend: BackendName = "memory",
+        path: str | Path | None = None,
+        job_timeout: float | None = None,
+        hooks: Iterable[WorkerHooks] = (),
+        raise_errors: bool = True,
+        wait: float = DEFAULT_WAIT,
+    ) -> None:
+        found: list[JobHandler] = (
+            [d.handler for d in discover()] if handlers is None else handlers_from(handlers)
+        )
+        self.queues = _queue_set(queues, config, found)
+        self.clock = ManualClock()
+        self.raise_errors = raise_errors
+        self._wait = wait
+        self._dir: str | None = None
+        self.backend: GatedMemoryBackend | GatedSqliteBackend = self._open(backend, path)
+        self.producer = Producer(self.backend, self.queues, clock=self.clock)
+        self._recorder = OutcomeRecorder()
+        self._consuming = threading.Event()
+        self.outcomes: list[JobOutcome] = []
+        """Every outcome :meth:`run` and :meth:`drain` returned, in order."""
+        self.worker = Worker(
+            self.backend,
+            self.queues,
+            [catching(h, self._recorder) for h in found],
+            # Jobs run one at a time (the gate releases one); the others are for threads
+            # a timed-out job still holds.
+            concurrency=4,
+            job_timeout=job_timeout,
+            clock=self.clock,
+            hooks=[self._recorder, _Consuming(self._consuming), *hooks],
+            control=False,
+            loop_block_warning=None,
+        )
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, name="queuey-kit-worker", daemon=True)
+        self._thread.start()
+        self._until(self._consuming.is_set, "the worker to start consuming")
+
+    # -- enqueueing and looking -----------------------------------------------------
+
+    def enqueue(
+        self,
+        job: Job,
+        *,
+        delay: float | None = None,
+        priority: int | None = None,
+        job_id: uuid.UUID | str | None = None,
+    ) -> uuid.UUID:
+        """Enqueue ``job`` with the kit's producer (see :meth:`Producer.enqueue`)."""
+        return self.producer.enqueue(job, delay=delay, priority=priority, job_id=job_id)
+
+    def enqueued(self, job_type: type[J]) -> list[Enqueued[J]]:
+        """Jobs of ``job_type`` waiting to run (ready, or held by a delay), soonest due
+        first; each is typed, with its envelope's details."""
+        now = self.backend.gate.timing.now()
+        found: list[Enqueued[J]] = []
+        for entry in self.backend.gate.waiting():
+            env = entry.envelope
+            if env.job_type != job_type.NAME:
+                continue
+            found.append(
+                Enqueued(
+                    job=env.decode_job(job_type),
+                    job_id=env.job_id,
+                    queue=env.queue,
+                    priority=env.priority,
+                    attempt=env.attempt,
+                    deferrals=env.deferrals,
+                    delay=max(0.0, entry.due - now),
+                    envelope=env,
+                )
+            )
+        return found
+
+    def advance(self, seconds: float) -> None:
+        """Move the kit's clock forward: delays, retries and deferrals due by then
+        become ready to run (nothing runs until :meth:`run` or :meth:`drain`)."""
+        self.clock.advance(seconds)
+
+    def cancel(self, job_id: uuid.UUID) -> None:
+        """Cancel a job, as ``queuey cancel`` does: unrun, it is acked without running;
+        running, its context's cancellation flag is set."""
+        require(self.backend, SupportsCancellation, "the kit's cancel").cancel_jobs([job_id])
+
+    # -- running ---------------------------------------------------------------------
+
+    def run(self, job: Job | Enqueued[Any] | uuid.UUID, *, elapse: float = 0.0) -> JobOutcome:
+        """Run one job through the worker, and return how it ended.
+
+        ``job`` is a job to enqueue now and run, or one already waiting (an
+        :class:`Enqueued`, or a job id). ``elapse``: seconds of clock time to let pass
+        (a tenth at a time) while the job runs, to reach a job timeout.
+
+        Raises:
+            KitError: the job is not waiting, is held by a delay the clock has not
+                passed, or the worker did not finish it in ``wait`` real seconds.
+            Exception: what the handler raised, with ``raise_errors``.
+        """
+        if isinstance(job, Job):
+            key: Key = (self.enqueue(job), 1, 0)
+        elif isinstance(job, Enqueued):
+            key = key_of(job.envelope)
+        else:
+            key = self._key_of_id(job)
+        entry = self.backend.gate.entry(key)
+        if entry is None or entry.released:
+            raise KitError(f"job {key[0]} is not waiting to run (it ran, or was never enqueued)")
+        timing = self.backend.gate.timing
+        held = entry.due - timing.now()
+        if held > MS_ROUNDING:
+            raise KitError(
+                f"job {key[0]} is held for {held:g}s more (a delay, a retry's backoff or a "
+                f"deferral): advance the clock first (kit.advance({held:g}))"
+            )
+        # Within the SQLite file's rounding of a delay to whole milliseconds: move on.
+        self.clock.advance(timing.step_to(entry.due))
+        self._until(lambda: entry.delivery is not None, f"job {key[0]} to reach the worker")
+        return self._run(entry, elapse)
+
+    def drain(
+        self, *, advance_time: bool = False, max_jobs: int = DEFAULT_MAX_JOBS
+    ) -> list[JobOutcome]:
+        """Run jobs until none is ready, jobs enqueued by jobs included; returns their
+        outcomes in order (highest priority first, then oldest).
+
+        With ``advance_time``, the clock then jumps to the next held job (a delay, a
+        retry's backoff, a deferral) and draining goes on, until nothing is left at all.
+
+        Raises:
+            KitError: more than ``max_jobs`` ran (a job that re-enqueues itself for
+                ever?), or the worker did not finish one in ``wait`` real seconds.
+            Exception: what a handler raised, with ``raise_errors`` (draining stops).
+        """
+        ran: list[JobOutcome] = []
+        gate = self.backend.gate
+        while True:
+            self._until(lambda: gate.due_missing() == 0, "due jobs to reach the worker")
+            entry = gate.next_ready()
+            if entry is None:
+                due = gate.next_due()
+                if not advance_time or due is None:
+                    return ran
+                self.clock.advance(gate.timing.step_to(due))
+                continue
+            if len(ran) >= max_jobs:
+                raise KitError(
+                    f"drain ran {max_jobs} jobs and jobs are still waiting: does a job "
+                    "enqueue itself for ever? (max_jobs= raises the limit)"
+                )
+            ran.append(self._run(entry, 0.0))
+
+    def close(self) -> None:
+        """Stop the worker (waiting for a running job) and close the backend."""
+        if self._thread.is_alive():
+            self.worker.handle.shutdown()
+            self._thread.join(self._wait)
+        try:
+            self.backend.close()
+        finally:
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> QueueyKit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _open(
+        self, backend: BackendName, path: str | Path | None
+    ) -> GatedMemoryBackend | GatedSqliteBackend:
+        if backend == "memory":
+            opened: GatedMemoryBackend | GatedSqliteBackend = GatedMemoryBackend(clock=self.clock)
+        elif backend == "sqlite":
+            if path is None:
+                self._dir = tempfile.mkdtemp(prefix="queuey-kit-")
+                path = self._dir
+            opened = GatedSqliteBackend(f"sqlite:///{Path(path) / 'queuey.db'}", clock=self.clock)
+        else:
+            raise KitError(f"unknown kit backend {backend!r}: 'memory' or 'sqlite'")
+        return opened
+
+    def _serve(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as exc:  # surfaced by the next wait of the test
+            self._error = exc
+
+    def _key_of_id(self, job_id: uuid.UUID) -> Key:
+        for entry in self.backend.gate.waiting():
+            if entry.envelope.job_id == job_id:
+                return key_of(entry.envelope)
+        raise KitError(f"job {job_id} is not waiting to run (it ran, or was never enqueued)")
+
+    def _run(self, entry: Entry, elapse: float) -> JobOutcome:
+        key = key_of(entry.envelope)
+        gate = self.backend.gate
+        gate.release(entry)
+        left = elapse
+        deadline = time.monotonic() + self._wait
+        while not gate.is_settled(key):
+            self._check_worker()
+            if time.monotonic() > deadline:
+                raise KitError(
+                    f"job {key[0]} ({entry.envelope.job_type}) still running after "
+                    f"{self._wait:g}s of real time: does its handler wait on real time, "
+                    "or for a timeout the clock never reaches (run(..., elapse=...))?"
+                )
+            if left > 0:
+                step = min(ELAPSE_STEP, left)
+                self.clock.advance(step)
+                left -= step
+                gate.wait(0.001)
+            else:
+                gate.wait(0.05)
+        outcome = self._recorder.outcome(key)
+        if outcome is None:  # settled with no job event: a bug of the kit's
+            raise KitError(f"job {key[0]} was settled but the worker told no outcome")
+        self.outcomes.append(outcome)
+        error = outcome.error
+        if self.raise_errors and isinstance(error, Exception) and not isinstance(error, SIGNALS):
+            raise error
+        return outcome
+
+    def _until(self, cond: Any, what: str) -> None:
+        deadline = time.monotonic() + self._wait
+        while not cond():
+            self._check_worker()
+            if time.monotonic() > deadline:
+                raise KitError(f"gave up waiting {self._wait:g}s of real time for {what}")
+            self.backend.gate.wait(0.01)
+
+    def _check_worker(self) -> None:
+        if self._error is not None:
+            raise KitError(f"the kit's worker stopped: {self._error}") from self._error
+        if not self._thread.is_alive() and not self.worker.handle.is_shutdown():
+            raise KitError("the kit's worker stopped")
+
+
+def _queue_set(
+    queues: QueueSet | Iterable[QueueConfig] | None,
+    config: str | Path | None,
+    handlers: list[JobHandler],
+) -> QueueSet:
+    if isinstance(queues, QueueSet):
+        return queues
+    if queues is not None:
+        return QueueSet(queues)
+    from queuey_core.settings import find_config, load_settings  # noqa: PLC0415
+
+    if config is not None or find_config(None):
+        settings, _ = load_settings(config)
+        return settings.queue_set()
+    names = sorted({h.job_type.QUEUE for h in handlers})
+    if not names:
+        raise KitError("no handler to run: give handlers=, or install a handler package")
+    return QueueSet(QueueConfig(name) for name in names)
+
+
+def handlers_from(items: Iterable[object]) -> list[JobHandler]:
+    """The handlers ``items`` give: each a handler, or a module (its top-level handlers).
+
+    Raises:
+        KitError: an item is neither.
+    """
+    found: list[JobHandler] = []
+    for item in items:
+        if isinstance(item, types.ModuleType):
+            found += [v for v in vars(item).values() if isinstance(v, Handler)]
+        elif isinstance(item, JobHandler):
+            found.append(item)
+        else:
+            raise KitError(f"{item!r} is neither a handler nor a module of handlers")
+    return found
+
+
+class _Consuming(WorkerHooks):
+    """Sets ``event`` once the worker consumes (the kit waits for it before a test runs)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self._event = event
+
+    def on_worker_consuming(self, worker: RunningWorker) -> None:
+        """See :meth:`WorkerHooks.on_worker_consuming`."""
+        self._event.set()

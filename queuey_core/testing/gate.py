@@ -98,39 +98,42 @@ class Entry:
     seq: int
     delivery: Delivery | None = None
     released: bool = False
+    settled: bool = False
 
 
 class GateState:
-    """The ledger and the held deliveries of one gated backend (thread-safe)."""
+    """The ledger and the held deliveries of one gated backend (thread-safe).
+
+    Two messages can share a key (a job published twice under one id): each is an
+    entry of its own, matched to deliveries in the order they were published.
+    """
 
     def __init__(self, timing: Timing) -> None:
         self.timing = timing
         self._cond = threading.Condition()
-        self._entries: dict[Key, Entry] = {}
+        self._entries: dict[int, Entry] = {}  # by seq: in order of publishing
         self._sinks: dict[str, Sink] = {}
-        self._settled: set[Key] = set()
         self._seq = itertools.count()
 
     # -- what the backend and its deliveries tell the gate ---------------------------
 
-    def expect(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+    def expect(self, items: Sequence[tuple[Envelope, float | None]]) -> list[Entry]:
         """Messages about to be published (or republished), each after its delay."""
+        made = []
         with self._cond:
             for env, delay in items:
-                key = key_of(env)
-                if key not in self._entries:
-                    due = self.timing.due(delay or 0.0)
-                    self._entries[key] = Entry(env, due, next(self._seq))
-                self._settled.discard(key)
+                entry = Entry(env, self.timing.due(delay or 0.0), next(self._seq))
+                self._entries[entry.seq] = entry
+                made.append(entry)
             self._cond.notify_all()
+        return made
 
-    def forget(self, envelopes: Sequence[Envelope]) -> None:
+    def forget(self, entries: Sequence[Entry]) -> None:
         """A publish that failed: its messages are not coming."""
         with self._cond:
-            for env in envelopes:
-                entry = self._entries.get(key_of(env))
-                if entry is not None and entry.delivery is None:
-                    del self._entries[key_of(env)]
+            for entry in entries:
+                if entry.delivery is None:
+                    self._entries.pop(entry.seq, None)
 
     def sink_for(self, queue: str, worker_sink: Sink) -> Sink:
         """The sink the backend is given for ``queue``: it holds each delivery here."""
@@ -143,21 +146,27 @@ class GateState:
                 return
             key = key_of(item.envelope)
             with self._cond:
-                entry = self._entries.get(key)
+                entry = next(
+                    (
+                        e
+                        for e in self._entries.values()
+                        if e.delivery is None and key_of(e.envelope) == key
+                    ),
+                    None,
+                )
                 if entry is None:  # published by someone else (another process, raw bytes)
                     entry = Entry(item.envelope, self.timing.now(), next(self._seq))
-                    self._entries[key] = entry
+                    self._entries[entry.seq] = entry
                 entry.delivery = item
                 self._cond.notify_all()
 
         return hold
 
-    def settled(self, envelope: Envelope) -> None:
-        """The worker settled the delivery of ``envelope``."""
+    def settled(self, entry: Entry) -> None:
+        """The worker settled the delivery of ``entry``."""
         with self._cond:
-            key = key_of(envelope)
-            self._entries.pop(key, None)
-            self._settled.add(key)
+            self._entries.pop(entry.seq, None)
+            entry.settled = True
             self._cond.notify_all()
 
     # -- what the kit asks -----------------------------------------------------------
@@ -170,9 +179,12 @@ class GateState:
         return sorted(entries, key=lambda e: (e.due, -e.envelope.priority, e.seq))
 
     def entry(self, key: Key) -> Entry | None:
-        """The ledger's entry for ``key``, if the message is still unsettled."""
+        """The first message of ``key`` not released to the worker, if there is one."""
         with self._cond:
-            return self._entries.get(key)
+            return next(
+                (e for e in self._entries.values() if not e.released and key_of(e.envelope) == key),
+                None,
+            )
 
     def next_ready(self) -> Entry | None:
         """The delivery the worker would be given next: highest priority, then oldest,
@@ -192,21 +204,11 @@ class GateState:
         with self._cond:
             return sum(1 for e in self._entries.values() if e.delivery is None and e.due <= now)
 
-    def running(self) -> int:
-        """Deliveries released to the worker and not settled yet."""
-        with self._cond:
-            return sum(1 for e in self._entries.values() if e.released)
-
     def next_due(self) -> float | None:
         """The clock time the soonest held message is due, if one is held."""
         with self._cond:
             dues = [e.due for e in self._entries.values() if e.delivery is None]
         return min(dues, default=None)
-
-    def is_settled(self, key: Key) -> bool:
-        """Whether the delivery of ``key`` has been settled."""
-        with self._cond:
-            return key in self._settled
 
     def wait(self, timeout: float) -> None:
         """Block until anything changes, or ``timeout`` real seconds pass."""
@@ -221,17 +223,18 @@ class GateState:
         with self._cond:
             entry.released = True
             sink = self._sinks[delivery.queue]
-        sink(Watched(self, delivery))
+        sink(Watched(self, entry, delivery))
 
 
 class Watched:
     """A delivery as the worker gets it from the gate: settles pass through, and the
     gate learns of each (a retry or deferral enters the ledger with its delay)."""
 
-    __slots__ = ("_gate", "_inner")
+    __slots__ = ("_entry", "_gate", "_inner")
 
-    def __init__(self, gate: GateState, inner: Delivery) -> None:
+    def __init__(self, gate: GateState, entry: Entry, inner: Delivery) -> None:
         self._gate = gate
+        self._entry = entry
         self._inner = inner
 
     @property
@@ -256,12 +259,12 @@ class Watched:
     def ack(self) -> None:
         """See :meth:`Delivery.ack`."""
         self._inner.ack()
-        self._gate.settled(self._inner.envelope)
+        self._gate.settled(self._entry)
 
     def dead_letter(self, reason: str) -> None:
         """See :meth:`Delivery.dead_letter`."""
         self._inner.dead_letter(reason)
-        self._gate.settled(self._inner.envelope)
+        self._gate.settled(self._entry)
 
     def retry(self, next_envelope: Envelope, delay: float) -> None:
         """See :meth:`Delivery.retry`."""
@@ -273,13 +276,13 @@ class Watched:
 
     def _replace(self, next_envelope: Envelope, delay: float, settle: Any) -> None:
         # Into the ledger first: on the memory backend a zero delay delivers it at once.
-        self._gate.expect([(next_envelope, delay)])
+        made = self._gate.expect([(next_envelope, delay)])
         try:
             settle(next_envelope, delay)
         except BaseException:
-            self._gate.forget([next_envelope])
+            self._gate.forget(made)
             raise
-        self._gate.settled(self._inner.envelope)
+        self._gate.settled(self._entry)
 
 
 class Gate:
@@ -292,6 +295,7 @@ class Gate:
 
     def __init__(self, *args: Any, clock: Clock, **kwargs: Any) -> None:
         self.gate = GateState(self.timing(clock))
+        self._local = threading.local()
         cast(Any, super()).__init__(*args, clock=clock, **kwargs)
 
     def _backend(self) -> Backend:
@@ -326,13 +330,22 @@ class Gate:
 
     @contextlib.contextmanager
     def _publishing(self, items: Sequence[tuple[Envelope, float | None]]) -> Iterator[None]:
+        # A publish inside a publish (the memory backend's publish_encoded calls its
+        # publish_many) is the same messages: into the ledger once.
+        nested = getattr(self._local, "publishing", False)
+        if nested:
+            yield
+            return
         # Into the ledger first: the memory backend delivers during the publish.
-        self.gate.expect(items)
+        made = self.gate.expect(items)
+        self._local.publishing = True
         try:
             yield
         except BaseException:
-            self.gate.forget([env for env, _ in items])
+            self.gate.forget(made)
             raise
+        finally:
+            self._local.publishing = False
 
 
 # The gate's consume returns the Subscription protocol, not the backend's own class:

@@ -48,7 +48,9 @@ J = TypeVar("J", bound=Job)
 #: Real seconds the kit waits for the worker (a job to finish, a message to arrive)
 #: before it fails the test: generous, as a loaded CI machine needs.
 DEFAULT_WAIT = 60.0
-#: Clock seconds a run's ``elapse`` moves at a time while the job runs.
+#: A run's ``elapse`` moves the clock in this many steps while the job runs (of at least
+#: :data:`ELAPSE_STEP` seconds each): a timeout fires within a step of its time.
+ELAPSE_STEPS = 100
 ELAPSE_STEP = 0.1
 #: Seconds a job may still be held and run anyway (the kit moves the clock on): the
 #: SQLite file rounds a delay to whole milliseconds, so ``advance(delay)`` can fall
@@ -198,7 +200,7 @@ class QueueyKit:
 
         ``job`` is a job to enqueue now and run, or one already waiting (an
         :class:`Enqueued`, or a job id). ``elapse``: seconds of clock time to let pass
-        (a tenth at a time) while the job runs, to reach a job timeout.
+        while the job runs (in :data:`ELAPSE_STEPS` steps), to reach a job timeout.
 
         Raises:
             KitError: the job is not waiting, is held by a delay the clock has not
@@ -308,8 +310,9 @@ class QueueyKit:
         gate = self.backend.gate
         gate.release(entry)
         left = elapse
+        step = max(ELAPSE_STEP, elapse / ELAPSE_STEPS)
         deadline = time.monotonic() + self._wait
-        while not gate.is_settled(key):
+        while not entry.settled:
             self._check_worker()
             if time.monotonic() > deadline:
                 raise KitError(
@@ -318,8 +321,7 @@ class QueueyKit:
                     "or for a timeout the clock never reaches (run(..., elapse=...))?"
                 )
             if left > 0:
-                step = min(ELAPSE_STEP, left)
-                self.clock.advance(step)
+                self.clock.advance(min(step, left))
                 left -= step
                 gate.wait(0.001)
             else:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,9 +16,8 @@ from fastapi.testclient import TestClient
 from queuey_core import Envelope
 from queuey_core import MemoryBackend
 from queuey_core import NotEnqueuedError
-from queuey_core import Worker
+from queuey_core.testing import QueueyKit
 from tests.harness import Wrapping
-from tests.support import wait_for
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "fastapi_app" / "app.py"
 
@@ -46,9 +44,10 @@ class Refusing(Wrapping):
 def test_a_request_enqueues_a_job_that_a_worker_runs(
     example: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    backend = MemoryBackend()
-    monkeypatch.setattr(example, "make_backend", lambda: backend)
-    with TestClient(example.app) as client:
+    # The testing kit's backend behind the app, its worker running the handler.
+    kit = QueueyKit([example.send_welcome], queues=example.QUEUES)
+    monkeypatch.setattr(example, "make_backend", lambda: kit.backend)
+    with kit, TestClient(example.app) as client:
         first = client.post("/signups", json={"email": "ada@example.com"})
         keyed = client.post(
             "/signups", json={"email": "bob@example.com"}, headers={"Idempotency-Key": "bob-1"}
@@ -60,16 +59,14 @@ def test_a_request_enqueues_a_job_that_a_worker_runs(
         assert first.status_code == 202, first.text
         assert keyed.json() == again.json(), "the key is the job id: a retry is recognisable"
         assert bad.status_code == 422, "bad input: a clean HTTP error"
-        assert backend.pending("signups") == 3
+        waiting = kit.enqueued(example.SendWelcome)
+        assert [w.job.email for w in waiting] == ["ada@example.com", *["bob@example.com"] * 2]
 
         # (While the app runs: its producer closes the backend when it stops.)
-        worker = Worker(backend, example.QUEUES, [example.send_welcome], concurrency=2)
-        running = threading.Thread(target=worker.run)
-        running.start()
-        wait_for(lambda: len(backend.acked("signups")) == 3)
-        worker.handle.shutdown()
-        running.join()
-    assert backend.is_closed(), "the app's producer closed its backend on the way out"
+        outcomes = kit.drain()
+        assert [o.succeeded for o in outcomes] == [True] * 3
+    assert isinstance(kit.backend, MemoryBackend)
+    assert kit.backend.is_closed(), "the app's producer closed its backend on the way out"
 
 
 def test_a_job_the_broker_refused_is_a_503(

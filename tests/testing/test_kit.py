@@ -164,6 +164,15 @@ def test_run_performs_one_job_and_returns_its_result(queuey: QueueyKit) -> None:
 
 
 @both_backends
+def test_a_job_published_twice_under_one_id_runs_twice(queuey: QueueyKit) -> None:
+    job_id = queuey.enqueue(Add(a=1, b=1), job_id="order-1")
+    queuey.enqueue(Add(a=1, b=1), job_id="order-1")
+
+    assert [e.job_id for e in queuey.enqueued(Add)] == [job_id, job_id]
+    assert [o.job_id for o in queuey.drain()] == [job_id, job_id], "neither is lost"
+
+
+@both_backends
 def test_a_retry_waits_for_its_backoff_on_the_manual_clock(queuey: QueueyKit) -> None:
     failed = queuey.run(Flaky(failures=1))
 

@@ -77,7 +77,7 @@ def scaffold_files(names: Names) -> dict[str, str]:
         f"{pkg}/__init__.py": f'"""{dist}: queuey handlers."""\n',
         f"{pkg}/py.typed": "",
         f"{pkg}/handlers.py": _HANDLERS.format(dist=dist, queue=queue, job_type=job_type),
-        "tests/test_handlers.py": _TEST.format(pkg=pkg),
+        "tests/handlers_test.py": _TEST.format(pkg=pkg),
         "queuey.toml": _CONFIG.format(dist=dist, queue=queue),
         "README.md": _README.format(dist=dist, pkg=pkg, job_type=job_type),
         ".gitignore": "queuey.db*\n__pycache__/\n*.egg-info/\n",

@@ -74,7 +74,7 @@ def test_the_scaffold_is_a_handler_distribution(tmp_path: Path) -> None:
         "my_jobs/py.typed",
         "pyproject.toml",
         "queuey.toml",
-        "tests/test_handlers.py",
+        "tests/handlers_test.py",
     ]
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert project["project"]["name"] == "my-jobs"
@@ -83,7 +83,7 @@ def test_the_scaffold_is_a_handler_distribution(tmp_path: Path) -> None:
     settings, _ = load_settings(root / "queuey.toml")
     assert settings.broker.url.get_secret_value() == "sqlite:///queuey.db", "no server"
     assert list(settings.queue_set()) == ["my_jobs"]
-    compile((root / "tests" / "test_handlers.py").read_text(), "test_handlers.py", "exec")
+    compile((root / "tests" / "handlers_test.py").read_text(), "handlers_test.py", "exec")
 
 
 def test_the_scaffolds_handler_runs_on_its_queues(importable: Path) -> None:

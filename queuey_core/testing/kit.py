@@ -129,23 +129,27 @@ class QueueyKit:
         self._consuming = threading.Event()
         self.outcomes: list[JobOutcome] = []
         """Every outcome :meth:`run` and :meth:`drain` returned, in order."""
-        self.worker = Worker(
-            self.backend,
-            self.queues,
-            [catching(h, self._recorder) for h in found],
-            # Jobs run one at a time (the gate releases one); the others are for threads
-            # a timed-out job still holds.
-            concurrency=4,
-            job_timeout=job_timeout,
-            clock=self.clock,
-            hooks=[self._recorder, _Consuming(self._consuming), *hooks],
-            control=False,
-            loop_block_warning=None,
-        )
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, name="queuey-kit-worker", daemon=True)
-        self._thread.start()
-        self._until(self._consuming.is_set, "the worker to start consuming")
+        try:
+            self.worker = Worker(
+                self.backend,
+                self.queues,
+                [catching(h, self._recorder) for h in found],
+                # Jobs run one at a time (the gate releases one); the others are for
+                # threads a timed-out job still holds.
+                concurrency=4,
+                job_timeout=job_timeout,
+                clock=self.clock,
+                hooks=[self._recorder, _Consuming(self._consuming), *hooks],
+                control=False,
+                loop_block_warning=None,
+            )
+            self._thread.start()
+            self._until(self._consuming.is_set, "the worker to start consuming")
+        except BaseException:  # a handler on an unknown queue, say: no file left behind
+            self.close()
+            raise
 
     # -- enqueueing and looking -----------------------------------------------------
 
@@ -262,7 +266,7 @@ class QueueyKit:
 
     def close(self) -> None:
         """Stop the worker (waiting for a running job) and close the backend."""
-        if self._thread.is_alive():
+        if self._thread.is_alive():  # (the worker exists: the thread started after it)
             self.worker.handle.shutdown()
             self._thread.join(self._wait)
         try:
@@ -306,6 +310,7 @@ class QueueyKit:
         raise KitError(f"job {job_id} is not waiting to run (it ran, or was never enqueued)")
 
     def _run(self, entry: Entry, elapse: float) -> JobOutcome:
+        __tracebackhide__ = True  # pytest: a handler's error shows from the test to it
         key = key_of(entry.envelope)
         gate = self.backend.gate
         gate.release(entry)

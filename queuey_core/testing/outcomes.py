@@ -175,6 +175,7 @@ def catching(handler: JobHandler, recorder: OutcomeRecorder) -> JobHandler:
 
         @functools.wraps(fn)
         async def run_async(job: Job, ctx: JobContext) -> object:
+            __tracebackhide__ = True  # pytest shows the handler's frames, not this one
             try:
                 return await _awaitable(fn(job, ctx))
             except BaseException as exc:
@@ -185,6 +186,7 @@ def catching(handler: JobHandler, recorder: OutcomeRecorder) -> JobHandler:
 
     @functools.wraps(fn)
     def run(job: Job, ctx: JobContext) -> object:
+        __tracebackhide__ = True  # pytest shows the handler's frames, not this one
         try:
             return fn(job, ctx)
         except BaseException as exc:

@@ -4,8 +4,10 @@ plugin: what a test enqueues, runs, drains and steps through, on memory and SQLi
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import traceback
 import uuid
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -20,6 +22,7 @@ from queuey_core import JobInfo
 from queuey_core import QueueConfig
 from queuey_core import Retryable
 from queuey_core import RetryPolicy
+from queuey_core import UnknownQueueError
 from queuey_core import WorkerHooks
 from queuey_core import handler
 from queuey_core.testing import KitError
@@ -356,3 +359,20 @@ def test_the_fixture_takes_a_dict_of_options(queuey: QueueyKit) -> None:
 def test_an_unknown_backend_is_one_clear_error() -> None:
     with pytest.raises(KitError, match="unknown kit backend 'redis'"):
         QueueyKit(HANDLERS, queues=QUEUES, backend="redis")  # type: ignore[arg-type]
+
+
+def test_a_handler_on_an_unknown_queue_is_refused_and_its_file_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = tmp_path / "kit"
+
+    def mkdtemp(prefix: str) -> str:
+        made.mkdir()
+        return str(made)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+
+    with pytest.raises(UnknownQueueError, match=r"unknown queue 'kit\.slow'"):
+        QueueyKit(HANDLERS, queues=QUEUES[:1], backend="sqlite")
+
+    assert not made.exists(), "the kit's temporary file went with it"

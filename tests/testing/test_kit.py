@@ -76,6 +76,11 @@ class AsyncAdd(Job):
     fail_first: bool = False
 
 
+class AsyncBuggy(Job):
+    NAME: ClassVar[str] = "kit.async-buggy"
+    QUEUE: ClassVar[str] = "kit.work"
+
+
 class Stuck(Job):
     NAME: ClassVar[str] = "kit.stuck"
     QUEUE: ClassVar[str] = "kit.slow"
@@ -126,6 +131,12 @@ async def async_add(job: AsyncAdd, ctx: JobContext) -> int:
 
 
 @handler
+async def async_buggy(job: AsyncBuggy, ctx: JobContext) -> None:
+    await asyncio.sleep(0)
+    raise ZeroDivisionError("the async bug under test")
+
+
+@handler
 def stuck(job: Stuck, ctx: JobContext) -> None:
     # Runs until its timeout (on the kit's clock) sets the cancellation flag.
     while not ctx.wait(0.001):
@@ -133,7 +144,7 @@ def stuck(job: Stuck, ctx: JobContext) -> None:
     ctx.raise_if_cancelled()
 
 
-HANDLERS = [add, flaky, snooze, doomed, buggy, async_add, stuck]
+HANDLERS = [add, flaky, snooze, doomed, buggy, async_add, async_buggy, stuck]
 kit_options = pytest.mark.queuey(handlers=HANDLERS, queues=QUEUES)
 both_backends = pytest.mark.parametrize("queuey", ["memory", "sqlite"], indirect=True)
 pytestmark = kit_options
@@ -308,6 +319,25 @@ def test_async_handlers_run_the_same_way(queuey: QueueyKit) -> None:
     assert failed.retried
     assert failed.reason == "async failure"
     assert queuey.run(retry).result == 2
+
+
+def test_an_async_handlers_bug_surfaces_with_its_own_traceback(queuey: QueueyKit) -> None:
+    with pytest.raises(ZeroDivisionError, match="the async bug under test") as raised:
+        queuey.run(AsyncBuggy())
+
+    frames = [f.name for f in traceback.extract_tb(raised.value.__traceback__)]
+    assert "async_buggy" in frames, frames
+
+
+def test_a_delayed_jobs_delay_counts_down_with_the_clock(queuey: QueueyKit) -> None:
+    queuey.enqueue(Add(a=1, b=1), delay=10)
+    queuey.advance(4)
+
+    [held] = queuey.enqueued(Add)
+
+    assert held.delay == 6.0
+    with pytest.raises(KitError, match=r"held for 6s more .*kit\.advance\(6\)"):
+        queuey.run(held)
 
 
 def test_a_job_timeout_fires_on_the_clock_the_run_lets_pass(queuey: QueueyKit) -> None:

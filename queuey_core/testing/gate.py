@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import heapq
 import itertools
 import threading
 import uuid
@@ -112,6 +113,8 @@ class GateState:
         self.timing = timing
         self._cond = threading.Condition()
         self._entries: dict[int, Entry] = {}  # by seq: in order of publishing
+        # Entries the backend handed out, by (-priority, seq): the next to run on top.
+        self._ready: list[tuple[int, int, Entry]] = []
         self._sinks: dict[str, Sink] = {}
         self._seq = itertools.count()
 
@@ -158,6 +161,7 @@ class GateState:
                     entry = Entry(item.envelope, self.timing.now(), next(self._seq))
                     self._entries[entry.seq] = entry
                 entry.delivery = item
+                heapq.heappush(self._ready, (-entry.envelope.priority, entry.seq, entry))
                 self._cond.notify_all()
 
         return hold
@@ -190,10 +194,9 @@ class GateState:
         """The delivery the worker would be given next: highest priority, then oldest,
         of those the backend has handed out."""
         with self._cond:
-            ready = [e for e in self._entries.values() if e.delivery and not e.released]
-        if not ready:
-            return None
-        return min(ready, key=lambda e: (-e.envelope.priority, e.seq))
+            while self._ready and self._ready[0][2].released:
+                heapq.heappop(self._ready)
+            return self._ready[0][2] if self._ready else None
 
     def due_missing(self) -> int:
         """Messages due by now that the backend has not handed out yet (the SQLite
@@ -209,6 +212,11 @@ class GateState:
         with self._cond:
             dues = [e.due for e in self._entries.values() if e.delivery is None]
         return min(dues, default=None)
+
+    def poke(self) -> None:
+        """Wake whoever waits in :meth:`wait` (something changed outside the ledger)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def wait(self, timeout: float) -> None:
         """Block until anything changes, or ``timeout`` real seconds pass."""

@@ -36,6 +36,7 @@ from queuey_core.testing.gate import (
     Entry,
     GatedMemoryBackend,
     GatedSqliteBackend,
+    GateState,
     Key,
     key_of,
 )
@@ -141,7 +142,7 @@ class QueueyKit:
                 concurrency=4,
                 job_timeout=job_timeout,
                 clock=self.clock,
-                hooks=[self._recorder, _Consuming(self._consuming), *hooks],
+                hooks=[self._recorder, _Consuming(self._consuming, self.backend.gate), *hooks],
                 control=False,
                 loop_block_warning=None,
             )
@@ -395,9 +396,11 @@ def handlers_from(items: Iterable[object]) -> list[JobHandler]:
 class _Consuming(WorkerHooks):
     """Sets ``event`` once the worker consumes (the kit waits for it before a test runs)."""
 
-    def __init__(self, event: threading.Event) -> None:
+    def __init__(self, event: threading.Event, gate: GateState) -> None:
         self._event = event
+        self._gate = gate
 
     def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :meth:`WorkerHooks.on_worker_consuming`."""
         self._event.set()
+        self._gate.poke()

@@ -19,7 +19,7 @@ Protocol of its own:
 - :class:`SupportsCancellation`: cancels that every worker sees, those that start later
   too, for a retention window (``queuey cancel``);
 - :class:`SupportsPause`: paused queues that every worker obeys, kept until resumed
-  (``queuey queues pause``; defined in :mod:`queuey_core.flow.pause`);
+  (``queuey queues pause``; defined in :mod:`queuey_core.flow.pause_capability`);
 - :class:`HoldsLeases`: deliveries are leases kept in shared storage, which a process
   stopped at once gives back itself (the worker's forced stop);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
@@ -58,7 +58,7 @@ from queuey_core.envelope import EncodedEnvelope
 from queuey_core.errors import BackendError, MissingCapabilityError
 
 # Re-exported: the pause capability lives with the rest of pausing, in queuey_core.flow.
-from queuey_core.flow.pause import SupportsPause as SupportsPause  # noqa: PLC0414
+from queuey_core.flow.pause_capability import SupportsPause as SupportsPause  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from queuey_core.schedules.election import Election

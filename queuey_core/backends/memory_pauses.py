@@ -1,6 +1,6 @@
 """Paused queues of the in-memory backend: a set in the process.
 
-Owns: :class:`MemoryPauses`, the :class:`~queuey_core.flow.pause.SupportsPause` side of
+Owns: :class:`MemoryPauses`, the :class:`~queuey_core.flow.pause_capability.SupportsPause` side of
 :class:`~queuey_core.backends.memory.MemoryBackend` (a mixin, so the backend keeps its
 one class line of capabilities). A process's memory is the only place its queues live,
 so the pause lives there too, for the life of the backend.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from queuey_core.flow.pause import SupportsPause
+from queuey_core.flow.pause_capability import SupportsPause
 
 #: Seconds between two looks of a worker: a look is a set intersection.
 POLL = 0.05

@@ -6,9 +6,7 @@ a process, so it holds across every worker, every restart of a worker or of the 
 a row of the embedded file, a durable marker queue on RabbitMQ, a set in the memory
 backend's process.
 
-Owns: :class:`SupportsPause` (what a backend answers: write the state, read it, how
-often a worker looks; re-exported by :mod:`queuey_core.backends.capabilities`), the
-library's :func:`pause_queue`, :func:`resume_queue` and :func:`paused_queues` (what the
+Owns: the library's :func:`pause_queue`, :func:`resume_queue` and :func:`paused_queues` (what the
 command line, the dashboard and the HTTP API call), and :class:`PauseWatch`, a worker's
 thread that looks at the state and tells the worker what changed. A change also goes
 out on the control channel when the backend has one, so live workers look at once
@@ -24,9 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
+from queuey_core.backends.capabilities import require
 from queuey_core.errors import QueueyError, UnknownQueueError
+
+# Re-exported: what a backend answers is a module of its own, beneath the capabilities.
+from queuey_core.flow.pause_capability import SupportsPause as SupportsPause  # noqa: PLC0414
 
 logger = logging.getLogger(__name__)
 
@@ -34,34 +35,6 @@ logger = logging.getLogger(__name__)
 TELL_WINDOW = 0.5
 #: Seconds between two warnings of a watch whose reads keep failing.
 _WARN_EVERY = 60.0
-
-
-@runtime_checkable
-class SupportsPause(Protocol):
-    """A backend that keeps paused queues where every worker reads them.
-
-    The state outlives every process (and, on a broker, a restart of the broker): a
-    pause stays until :meth:`set_paused` resumes it. Workers read it at their start and
-    every :meth:`pause_poll` seconds after (:class:`PauseWatch`).
-    """
-
-    def set_paused(self, queue: str, paused: bool) -> bool:
-        """Pause (or resume) ``queue``; whether that changed its state.
-
-        Raises:
-            BackendError: the state could not be written.
-        """
-
-    def paused_queues(self, names: Sequence[str]) -> frozenset[str]:
-        """Which of ``names`` are paused now.
-
-        Raises:
-            BackendError: the state could not be read.
-        """
-
-    def pause_poll(self) -> float:
-        """Seconds between two looks of a worker's :class:`PauseWatch`: what a look
-        costs this backend decides it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +107,6 @@ def _change(
     known: Sequence[str] | None,
     secret: str | bytes | None,
 ) -> PauseChange:
-    from queuey_core.backends.capabilities import require  # noqa: PLC0415 - a cycle
-
     verb = "pause" if paused else "resume"
     pauses = require(backend, SupportsPause, f"`queuey queues {verb}`")
     if known is not None and queue not in known:

@@ -8,7 +8,7 @@ operators could interleave). A worker reads it with a passive declare of each of
 queues' markers (:meth:`Admin.existing`), every :data:`POLL` seconds and whenever a
 notice on the control channel asks.
 
-Owns: :class:`MarkerPauses`, the :class:`~queuey_core.flow.pause.SupportsPause` side of
+Owns: :class:`MarkerPauses`, the :class:`~queuey_core.flow.pause_capability.SupportsPause` side of
 :class:`~queuey_core.backends.rabbitmq.RabbitMQBackend` (a mixin). Must never: put a
 message in a marker queue, or touch the paused queue itself: its messages wait there, in
 their order and priority.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pika.adapters.blocking_connection import BlockingChannel
 
 from queuey_core.backends.rabbitmq.admin import Admin
-from queuey_core.flow.pause import SupportsPause
+from queuey_core.flow.pause_capability import SupportsPause
 
 #: What a marker's name starts with; the paused queue's name follows.
 PREFIX = "queuey.paused."

@@ -1,7 +1,7 @@
 """Paused queues in the file: a row per paused queue, in ``queuey_paused``.
 
-Owns: the table's DDL (:data:`SCHEMA`, part of schema version 4) and :class:`FilePauses`,
-the :class:`~queuey_core.flow.pause.SupportsPause` side of
+Owns: :class:`FilePauses` (the table's DDL is :mod:`.pause_table`'s),
+the :class:`~queuey_core.flow.pause_capability.SupportsPause` side of
 :class:`~queuey_core.backends.sqlite.SqliteBackend` (a mixin). The claim
 (:mod:`.messages`) skips a queue with a row here, so a pause holds for every process
 that opens the file from the commit on, whatever its workers have read; a worker's watch
@@ -12,24 +12,13 @@ message: a paused queue's rows wait where they are, their priorities and order k
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from queuey_core.flow.pause import SupportsPause
-
-if TYPE_CHECKING:  # .schema imports this module, and .database imports .schema
-    from queuey_core.backends.sqlite.database import Database
-    from queuey_core.clock import Clock
+from queuey_core.backends.sqlite.database import Database
+from queuey_core.clock import Clock
+from queuey_core.flow.pause_capability import SupportsPause
 
 #: Seconds between two looks of a worker's watch: one read of a table of a few rows.
 POLL = 0.5
-
-#: The table, in schema version 4 (:mod:`.schema`).
-SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE queuey_paused (
-        queue TEXT PRIMARY KEY,
-        paused_at INTEGER NOT NULL
-    )""",
-)
 
 
 class FilePauses(SupportsPause):

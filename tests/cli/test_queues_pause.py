@@ -117,3 +117,16 @@ def test_an_unreachable_broker_is_one_line_and_exit_1(project: Project) -> None:
     done = project.run("queues", "pause", "alpha", ok=False)
     assert done.returncode == 1, done.stderr
     assert [line for line in done.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_burst_worker_counts_a_paused_queue_as_empty_and_leaves_its_jobs(
+    project: Project,
+) -> None:
+    project.run("queues", "pause", "alpha")
+    project.run("enqueue", "greet", '{"name": "ada"}')
+    project.run("enqueue", "nap", '{"seconds": 0}')
+
+    project.run("worker", "--burst")
+
+    assert project.ready("beta") == 0
+    assert project.ready("alpha") == 1, "the paused queue's job waits for the resume"

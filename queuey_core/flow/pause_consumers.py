@@ -94,10 +94,7 @@ class Consumers:
             changed, self._paused = paused != self._paused, paused
             for name in sorted(paused & self._active.keys()):
                 sub = self._active.pop(name)
-                try:
-                    sub.cancel()
-                except QueueyError:
-                    logger.warning("failed to cancel consumer", extra={"queue": name})
+                _cancel(sub)
                 self._retired.append(sub)
                 logger.warning(
                     "queue paused: taking none of its jobs until it is resumed",
@@ -129,10 +126,7 @@ class Consumers:
             return
         retired, self._retired = self._retired, []
         for sub in retired:
-            try:
-                sub.close()
-            except QueueyError:
-                logger.warning("failed to close consumer", extra={"queue": sub.queue})
+            _close(sub)
 
     def _say_if_idle(self) -> None:
         if self._queues and not self._active and self._paused >= self._queues.keys():
@@ -149,10 +143,7 @@ class Consumers:
             self._stopped = True
             active = list(self._active.values())
         for sub in active:
-            try:
-                sub.cancel()
-            except QueueyError:
-                logger.warning("failed to cancel consumer", extra={"queue": sub.queue})
+            _cancel(sub)
 
     def close(self) -> None:
         """Close every consumer, cancelled ones too: whatever was never processed goes
@@ -165,7 +156,20 @@ class Consumers:
             self._active.clear()
             self._retired.clear()
         for sub in subs:
-            try:
-                sub.close()
-            except QueueyError:
-                logger.warning("failed to close consumer", extra={"queue": sub.queue})
+            _close(sub)
+
+
+def _cancel(sub: Subscription) -> None:
+    """Cancel ``sub``; a failure is logged (the worker goes on without that consumer)."""
+    try:
+        sub.cancel()
+    except QueueyError:
+        logger.warning("failed to cancel consumer", extra={"queue": sub.queue})
+
+
+def _close(sub: Subscription) -> None:
+    """Close ``sub``, giving back what it holds; a failure is logged."""
+    try:
+        sub.close()
+    except QueueyError:
+        logger.warning("failed to close consumer", extra={"queue": sub.queue})

@@ -4,17 +4,25 @@ once nothing of the worker is in flight."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
+import pytest
+
 from queuey_core import MemoryBackend
 from queuey_core import QueueConfig
+from queuey_core import QueueSet
+from queuey_core import Worker
 from queuey_core.backends.base import ConsumerEnded
 from queuey_core.backends.base import Delivery
+from queuey_core.control import worker_statuses
 from queuey_core.errors import BackendError
 from queuey_core.flow.pause import PauseWatch
+from queuey_core.flow.pause import resume_queue
 from queuey_core.flow.pause_consumers import Consumers
 from tests.support import named_envelope
+from tests.support import start
 from tests.support import wait_for
 
 
@@ -106,3 +114,27 @@ def test_a_paused_queue_s_consumer_is_closed_only_when_nothing_is_in_flight() ->
     finally:
         consumers.stop()
         consumers.close()
+
+
+def test_a_worker_whose_queues_are_all_paused_stays_up_idle_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backend = MemoryBackend()
+    queues = QueueSet([QueueConfig("alpha"), QueueConfig("beta")])
+    backend.set_paused("alpha", True)
+    backend.set_paused("beta", True)
+    worker = Worker(backend, queues, [])
+    caplog.set_level(logging.WARNING, logger="queuey_core.flow.pause_consumers")
+    running = start(worker, None)
+    try:
+        wait_for(lambda: "idle until one is resumed" in caplog.text, None)
+        wait_for(lambda: worker_statuses(backend, timeout=0)[0].state == "consuming", None)
+        [status] = worker_statuses(backend, timeout=0)
+        assert status.paused == ("alpha", "beta")
+        assert not running.is_finished()
+
+        resume_queue(backend, "beta")
+        wait_for(lambda: worker_statuses(backend, timeout=0)[0].paused == ("alpha",), None)
+        assert backend.consumer_count("beta") == 1
+    finally:
+        running.stop()

@@ -82,7 +82,13 @@ class Consumers:
                 return
             if name not in self._paused:
                 with self._lock:
-                    self._active[name] = self._backend.consume(config, self._sink)
+                    try:
+                        self._active[name] = self._backend.consume(config, self._sink)
+                    except QueueyError:
+                        logger.error(
+                            "failed to start consumer", extra={"queue": name}, exc_info=True
+                        )
+                        raise
         self._say_if_idle()
 
     def _apply(self, paused: frozenset[str]) -> None:

@@ -252,9 +252,8 @@ class Worker:
         threads: list[threading.Thread] = []
         try:
             try:
-                consumers.start(stopping)
+                consumers.start(stopping)  # logs which consumer failed to start
             except QueueyError as exc:
-                logger.error("failed to start consumers", exc_info=True)
                 errors.append(exc)
                 stopping.set()
             if not stopping.is_set():

@@ -28,7 +28,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "job": ("queuey_cli.jobs", "job"),
     "jobs": ("queuey_cli.jobs", "jobs"),
     "cancel": ("queuey_cli.jobs", "cancel"),
-    "queues": ("queuey_cli.queues", "queues"),
+    "queues": ("queuey_cli.queues", "app"),
     "handlers": ("queuey_cli.handlers", "handlers"),
     "scheduler": ("queuey_cli.scheduler", "scheduler"),
     "schema": ("queuey_cli.schema", "schema"),

@@ -25,6 +25,7 @@ COLUMNS = [
     Column("unacked", "unacked"),
     Column("consumers", "consumers"),
     Column("dead letters", "dead_letters"),
+    Column("paused", "paused"),
 ]
 
 #: On the embedded backend: "running" (leased to a live worker) instead of "unacked".
@@ -43,6 +44,7 @@ class Sample:
     inspection: Inspection
     unacked: Unacked
     embedded: bool = False
+    paused: frozenset[str] | None = None
 
 
 def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
@@ -50,7 +52,9 @@ def take(broker: Inspectable, settings: Settings, names: list[str]) -> Sample:
     from queuey_core.queue_counts import look  # noqa: PLC0415 - not for `queuey queues --help`
 
     found = look(broker, settings, names)
-    return Sample(monotonic(), found.inspection, found.unacked, embedded=found.embedded)
+    return Sample(
+        monotonic(), found.inspection, found.unacked, embedded=found.embedded, paused=found.paused
+    )
 
 
 def records(sample: Sample) -> list[dict[str, Any]]:
@@ -68,6 +72,7 @@ def records(sample: Sample) -> list[dict[str, Any]]:
                 ),
                 "consumers": None if counts is None else counts.consumers,
                 "dead_letters": None if counts is None else counts.dead_letters,
+                "paused": None if sample.paused is None else name in sample.paused,
             }
         )
     return result
@@ -75,10 +80,19 @@ def records(sample: Sample) -> list[dict[str, Any]]:
 
 def cells(record: dict[str, Any], *, unacked_known: bool) -> list[object]:
     """A record as table cells: "not declared yet" and "n/a" where a number is missing."""
+    # None (a backend that cannot pause) shows as a missing value does.
+    paused = {True: "paused", False: "no", None: None}[record["paused"]]
     if not record["exists"]:
-        return [record["name"], NOT_DECLARED, None, None, None]
+        return [record["name"], NOT_DECLARED, None, None, None, paused]
     shown = record["unacked"] if unacked_known else "n/a"
-    return [record["name"], record["ready"], shown, record["consumers"], record["dead_letters"]]
+    return [
+        record["name"],
+        record["ready"],
+        shown,
+        record["consumers"],
+        record["dead_letters"],
+        paused,
+    ]
 
 
 def held_note(sample: Sample) -> str:

@@ -1,4 +1,5 @@
-"""``queuey queues``: what is waiting where, once (table, plain text or JSON) or live.
+"""``queuey queues``: what is waiting where, once (table, plain text or JSON) or live;
+``queuey queues pause NAME`` and ``resume NAME`` (:mod:`queuey_core.flow.pause`).
 
 A configured queue that does not exist on the broker yet (nothing declared it: no
 worker or enqueue has run) is shown as "not declared yet", never a NOT_FOUND failure.
@@ -14,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.output import listing, print_json
+from queuey_cli.common import JsonOption, backend, cli_errors, control_secret, state, usage
+from queuey_cli.output import listing, print_json, say
 from queuey_cli.queue_samples import (
     COLUMNS,
     EMBEDDED_COLUMNS,
@@ -40,6 +41,13 @@ def interval_seconds(text: str) -> float:
     return seconds
 
 
+app = typer.Typer(
+    help="Each queue's counts (--watch: live); pause or resume a queue.",
+    no_args_is_help=False,
+)
+
+
+@app.callback(invoke_without_command=True)
 @cli_errors
 def queues(
     ctx: typer.Context,
@@ -51,9 +59,11 @@ def queues(
         str | None, typer.Option(help="With --watch: seconds between refreshes (default 2s).")
     ] = None,
 ) -> None:
-    """Each queue: ready, unacked, consumers, dead letters; and what the ladder holds."""
+    """Each queue: ready, unacked, consumers, dead letters, paused; and what the ladder holds."""
     from queuey_core.backends.capabilities import Inspectable, require  # noqa: PLC0415
 
+    if ctx.invoked_subcommand is not None:
+        return
     if watch and as_json:
         raise usage("--watch and --json do not go together: run --json at each interval instead")
     if interval is not None and not watch:
@@ -92,3 +102,54 @@ def queues(
     known = sample.unacked.counts is not None
     columns = EMBEDDED_COLUMNS if sample.embedded else COLUMNS
     listing("queues", columns, [cells(r, unacked_known=known) for r in found], notes=notes)
+
+
+_Queue = Annotated[str, typer.Argument(help="A configured queue's name.", show_default=False)]
+
+
+@app.command("pause")
+@cli_errors
+def pause(ctx: typer.Context, queue: _Queue, as_json: Annotated[bool, JsonOption] = False) -> None:
+    """Pause QUEUE: workers start none of its jobs until it is resumed; producers keep
+    enqueueing, running jobs finish, nothing is lost."""
+    _change(ctx, queue, paused=True, as_json=as_json)
+
+
+@app.command("resume")
+@cli_errors
+def resume(ctx: typer.Context, queue: _Queue, as_json: Annotated[bool, JsonOption] = False) -> None:
+    """Resume QUEUE: workers take its jobs again."""
+    _change(ctx, queue, paused=False, as_json=as_json)
+
+
+def _change(ctx: typer.Context, queue: str, *, paused: bool, as_json: bool) -> None:
+    from queuey_core.flow.pause import pause_queue, resume_queue  # noqa: PLC0415
+
+    settings = state(ctx).settings()
+    known = list(settings.queue_set())
+    broker = backend(settings)
+    try:
+        change = (pause_queue if paused else resume_queue)(
+            broker, queue, known=known, secret=control_secret(settings)
+        )
+    finally:
+        broker.close()
+    if as_json:
+        print_json(
+            {
+                "queue": change.queue,
+                "paused": change.paused,
+                "changed": change.changed,
+                "workers_told": change.workers_told,
+            }
+        )
+        return
+    verb = "paused" if paused else "resumed"
+    if not change.changed:
+        say(f"{queue} was {'paused' if paused else 'not paused'} already")
+    elif paused:
+        say(f"paused {queue}: workers start none of its jobs until `queuey queues resume {queue}`")
+    else:
+        say(f"resumed {queue}: workers take its jobs again")
+    if change.changed:
+        say(f"live workers told at once: {change.workers_told} (the others see it {verb} soon)")

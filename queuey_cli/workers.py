@@ -61,6 +61,7 @@ FIELDS = (
     "settle_failures",
     "stuck_job_threads",
     "uptime",
+    "paused",
 )
 #: The table's headings, on a terminal: the same, a little closer together.
 HEADINGS = (
@@ -195,7 +196,7 @@ def _show(found: list[WorkerStatus]) -> None:
                 t,
                 f"{s.host}:{s.pid}",
                 s.state,
-                ", ".join(s.queues),
+                ", ".join(f"{q} (paused)" if q in s.paused else q for q in s.queues),
                 f"{s.running}/{s.concurrency}",
                 s.succeeded,
                 s.failed,
@@ -208,7 +209,12 @@ def _show(found: list[WorkerStatus]) -> None:
         return
     lines = ["\t".join(FIELDS)]
     for s in found:
-        data = {**s.model_dump(), "queues": ",".join(s.queues), "uptime": f"{s.uptime:.0f}"}
+        data = {
+            **s.model_dump(),
+            "queues": ",".join(s.queues),
+            "uptime": f"{s.uptime:.0f}",
+            "paused": ",".join(s.paused),
+        }
         lines.append("\t".join(escape_controls(data[field]) for field in FIELDS))
     # Straight to the file: Rich would turn the tabs into spaces.
     out.file.write("\n".join(lines) + "\n")

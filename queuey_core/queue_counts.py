@@ -1,9 +1,9 @@
 """One look at the configured queues: the backend's counts and, where they can be known,
 the messages running (unacked) in each.
 
-What ``queuey queues`` and the dashboard both show. Unacked counts come from the
-RabbitMQ management API only (:mod:`queuey_core.management_api`); on the embedded
-backend (``sqlite://``) they are the jobs leased to a live worker.
+What ``queuey queues`` and the dashboard both show, paused queues included. Unacked
+counts come from the RabbitMQ management API only (:mod:`queuey_core.management_api`);
+on the embedded backend (``sqlite://``) they are the jobs leased to a live worker.
 """
 
 from __future__ import annotations
@@ -28,11 +28,22 @@ class QueueLook:
     inspection: Inspection
     unacked: Unacked
     embedded: bool = False
+    paused: frozenset[str] | None = None
+
+
+def paused_among(broker: object, names: Sequence[str]) -> frozenset[str] | None:
+    """Which of ``names`` are paused (:mod:`queuey_core.flow.pause`); None on a backend
+    that cannot pause queues."""
+    from queuey_core.flow.pause import SupportsPause  # noqa: PLC0415
+
+    return broker.paused_queues(names) if isinstance(broker, SupportsPause) else None
 
 
 def look(broker: Inspectable, settings: Settings, names: Sequence[str]) -> QueueLook:
-    """Count ``names`` on the broker, and their unacked messages where they can be known."""
+    """Count ``names`` on the broker, their unacked messages where they can be known, and
+    which are paused."""
     inspection = broker.inspect(names)
+    paused = paused_among(broker, names)
     if isinstance(broker, KeepsDeadLettersInStore):
         inspection = broker.with_stored_dead_letters(inspection)
     from queuey_core.management_api import Unacked, unacked  # noqa: PLC0415
@@ -42,11 +53,11 @@ def look(broker: Inspectable, settings: Settings, names: Sequence[str]) -> Queue
 
         if isinstance(broker, SqliteBackend):
             running = {name: c[0].leased for name, c in broker.counts(names).items()}
-            return QueueLook(inspection, Unacked(running), embedded=True)
+            return QueueLook(inspection, Unacked(running), embedded=True, paused=paused)
     management = settings.broker.management_url
     found = unacked(
         management.get_secret_value() if management is not None else None,
         settings.broker.urls(),
         list(names),
     )
-    return QueueLook(inspection, found)
+    return QueueLook(inspection, found, paused=paused)

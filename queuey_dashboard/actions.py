@@ -1,11 +1,11 @@
 """The writes: drain a worker, fire a schedule, requeue, delete or purge dead letters,
-cancel a job.
+cancel a job, pause or resume a queue.
 
 Every one goes through :func:`write`: refused (403) on a read-only dashboard or without
 the CSRF token of the browser's cookie, before it reads anything else. Each does what
 the matching command does, through the same library calls (``queuey workers
 shutdown``, ``queuey schedules fire``, ``queuey dlq requeue|delete|purge``, ``queuey
-cancel``).
+cancel``, ``queuey queues pause|resume``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from queuey_core.backends.capabilities import (
     DeadLetterTools,
     SupportsCancellation,
     SupportsControl,
+    SupportsPause,
 )
 from queuey_core.control import Selection, shutdown_workers
 from queuey_core.job_ids import job_id_for
@@ -202,3 +203,38 @@ def fire(request: Request, form: FormData) -> Response:
     producer = Producer(board.backend(), QueueSet([queue_set[chosen.job.QUEUE]]))
     job_id = producer.enqueue(chosen.job, priority=chosen.priority)
     return done(request, f"fired {name}: job {job_id}", "/schedules")
+
+
+@write
+def pause(request: Request, form: FormData) -> Response:
+    """Pause a queue: workers start none of its jobs until it is resumed."""
+    return _pause_or_resume(request, paused=True)
+
+
+@write
+def resume(request: Request, form: FormData) -> Response:
+    """Resume a paused queue: workers take its jobs again."""
+    return _pause_or_resume(request, paused=False)
+
+
+def _pause_or_resume(request: Request, *, paused: bool) -> Response:
+    """What ``queuey queues pause|resume`` does, through the same library call."""
+    from queuey_core.flow.pause import pause_queue, resume_queue  # noqa: PLC0415
+
+    board = dashboard_of(request)
+    queue = queue_of(request)
+    if queue == UNROUTABLE:
+        raise HTTPException(404, f"{queue} is not a queue that workers consume")
+    backend = board.backend()
+    if not isinstance(backend, SupportsPause):
+        raise HTTPException(404, "pausing queues is not available on this backend")
+    change = (pause_queue if paused else resume_queue)(
+        backend, queue, secret=board.control_secret()
+    )
+    if not change.changed:
+        said = f"{queue} was {'paused' if paused else 'not paused'} already"
+    elif paused:
+        said = f"paused {queue}: workers start none of its jobs until it is resumed"
+    else:
+        said = f"resumed {queue}: workers take its jobs again"
+    return done(request, said, "/")

@@ -44,6 +44,8 @@ ROUTES = [
     Route("/schedules", pages.schedules, name="schedules"),
     Route("/fragments/schedules", pages.schedules_fragment),
     Route("/schedules/{name}/fire", actions.fire, methods=["POST"]),
+    Route("/queues/{queue}/pause", actions.pause, methods=["POST"]),
+    Route("/queues/{queue}/resume", actions.resume, methods=["POST"]),
     Route("/queues/{queue}/dead-letters", dead_letter_pages.dead_letters),
     Route("/fragments/queues/{queue}/dead-letters", dead_letter_pages.dead_letters_fragment),
     Route("/queues/{queue}/dead-letter", dead_letter_pages.dead_letter),

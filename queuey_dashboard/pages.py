@@ -49,6 +49,7 @@ def queue_rows(request: Request) -> dict[str, Any]:
                 "counts": counts,
                 "running": None if unacked is None or counts is None else unacked.get(name),
                 "chart": board.depths.chart(name, now=now),
+                "paused": None if found.paused is None else name in found.paused,
             }
         )
     return {
@@ -58,6 +59,7 @@ def queue_rows(request: Request) -> dict[str, Any]:
         "unroutable": found.inspection.unroutable,
         "embedded": found.embedded,
         "running_why_not": found.unacked.why_not,
+        "can_pause": found.paused is not None,
     }
 
 

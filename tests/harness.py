@@ -46,6 +46,7 @@ from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import DeadLetterWindow
 from queuey_core.backends.capabilities import SupportsCancellation
+from queuey_core.backends.capabilities import SupportsPause
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
@@ -222,7 +223,25 @@ class PassingCancels(Recording, SupportsCancellation):
         return self._cancels.watch_cancels(listener)
 
 
-class RecordingRabbit(PassingCancels):
+class PassingPauses(SupportsPause):
+    """A wrapping backend that passes paused queues on to ``inner`` (a worker asks for
+    the capability by type, so a wrapper without it would never pause)."""
+
+    inner: Backend
+
+    def set_paused(self, queue: str, paused: bool) -> bool:
+        return require(self.inner, SupportsPause, "a wrapped backend's pauses").set_paused(
+            queue, paused
+        )
+
+    def paused_queues(self, names: Sequence[str]) -> frozenset[str]:
+        return require(self.inner, SupportsPause, "a wrapped backend's pauses").paused_queues(names)
+
+    def pause_poll(self) -> float:
+        return require(self.inner, SupportsPause, "a wrapped backend's pauses").pause_poll()
+
+
+class RecordingRabbit(PassingCancels, PassingPauses):
     """A RabbitMQBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: RabbitMQBackend) -> None:
@@ -251,7 +270,7 @@ class RecordingRabbit(PassingCancels):
         return self.rabbit.is_closed()
 
 
-class RecordingSqlite(PassingCancels):
+class RecordingSqlite(PassingCancels, PassingPauses):
     """A SqliteBackend that records what was acked (see :class:`Recording`)."""
 
     def __init__(self, inner: SqliteBackend) -> None:

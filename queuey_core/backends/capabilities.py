@@ -18,6 +18,8 @@ Protocol of its own:
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
 - :class:`SupportsCancellation`: cancels that every worker sees, those that start later
   too, for a retention window (``queuey cancel``);
+- :class:`SupportsPause`: paused queues that every worker obeys, kept until resumed
+  (``queuey queues pause``; defined in :mod:`queuey_core.flow.pause_capability`);
 - :class:`HoldsLeases`: deliveries are leases kept in shared storage, which a process
   stopped at once gives back itself (the worker's forced stop);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
@@ -54,6 +56,9 @@ from queuey_core.backends.dead_letter_tools import (
 from queuey_core.backends.dead_letter_tools import UndecodableDeadLetter as UndecodableDeadLetter  # noqa: PLC0414
 from queuey_core.envelope import EncodedEnvelope
 from queuey_core.errors import BackendError, MissingCapabilityError
+
+# Re-exported: the pause capability lives with the rest of pausing, in queuey_core.flow.
+from queuey_core.flow.pause_capability import SupportsPause as SupportsPause  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from queuey_core.schedules.election import Election
@@ -359,6 +364,7 @@ _ABILITY: dict[type, str] = {
     PublishesEncoded: "publish encoded envelopes",
     ConnectionReporting: "report its connections",
     SupportsCancellation: "cancel jobs",
+    SupportsPause: "pause queues",
 }
 
 

@@ -27,6 +27,7 @@ from queuey_core.backends.capabilities import (
     Republishes,
     SupportsCancellation,
     SupportsControl,
+    SupportsPause,
     SupportsSchedules,
 )
 
@@ -41,6 +42,7 @@ CAPABILITIES: dict[str, type] = {
     "republishes": Republishes,
     "connection_reporting": ConnectionReporting,
     "cancellation": SupportsCancellation,
+    "pause": SupportsPause,
 }
 
 

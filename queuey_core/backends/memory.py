@@ -42,6 +42,7 @@ from queuey_core.backends.memory_cancels import MemoryCancels
 from queuey_core.backends.memory_control import MemoryControl
 from queuey_core.backends.memory_dead import MemoryDeadLetters
 from queuey_core.backends.memory_features import FEATURES
+from queuey_core.backends.memory_pauses import MemoryPauses
 from queuey_core.backends.memory_queue import (
     MemoryDelivery,
     MemoryQueue,
@@ -65,7 +66,7 @@ logger = logging.getLogger(__name__)
 
 
 class MemoryBackend(
-    MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels
+    MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels, MemoryPauses
 ):
     """A broker in a dict, for tests and demos. See the module docstring."""
 

@@ -39,6 +39,9 @@ class Command(enum.StrEnum):
     """Reply with your status."""
     SHUTDOWN = "shutdown"
     """Drain as SIGTERM would, and reply that you accepted."""
+    PAUSES = "pauses"
+    """The paused queues changed: look at them now (:mod:`queuey_core.flow.pause`), and
+    reply with your status."""
 
 
 class Selection(BaseModel):
@@ -134,6 +137,8 @@ class WorkerStatus(BaseModel):
     """The pid of the ``queuey worker --processes`` supervisor this worker is a child of."""
     child: int | None = None
     """Which child of that supervisor it is (``QUEUEY_CHILD_INDEX``)."""
+    paused: _Names = ()
+    """Its queues that are paused now: it takes none of their jobs until they are resumed."""
 
 
 class ControlReply(BaseModel):

@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from queuey_core._version import __version__
@@ -175,6 +175,10 @@ class ControlResponder:
             a minute of this worker's clock and not seen before, are answered; the
             others are refused, counted (:attr:`refused`) and never answered (see
             :mod:`queuey_core.control.signing`).
+        on_pauses: what a notice that the paused queues changed does (the worker's
+            :class:`~queuey_core.flow.pause.PauseWatch`'s ``look_now``); it must only
+            ask, never wait.
+        paused: the worker's queues paused now, for its status.
     """
 
     def __init__(
@@ -185,6 +189,8 @@ class ControlResponder:
         clock: Clock,
         on_shutdown: Callable[[], None],
         secret: str | bytes | None = None,
+        on_pauses: Callable[[], None] | None = None,
+        paused: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.identity = Identity.here()
         self._verifier = Verifier(secret) if secret is not None else None
@@ -194,6 +200,8 @@ class ControlResponder:
         self._counts = counts
         self._clock = clock
         self._on_shutdown = on_shutdown
+        self._on_pauses = on_pauses
+        self._paused = paused
         self._started_mono = clock.monotonic()
         started = datetime.datetime.fromtimestamp(clock.wall_ms() / 1000, datetime.UTC)
         self._started_at = started.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -228,6 +236,8 @@ class ControlResponder:
         me = self.identity
         if not request.select.matches(me.id, me.host, me.pid):
             return None
+        if request.command is Command.PAUSES and self._on_pauses is not None:
+            self._on_pauses()  # only asks its watch to look: never waits
         if request.command is Command.SHUTDOWN:
             if request.select.is_everyone and not request.select.all:
                 self._complain('a shutdown request chose no worker and did not say "all"')
@@ -280,6 +290,7 @@ class ControlResponder:
             uptime=round(max(0.0, self._clock.monotonic() - self._started_mono), 3),
             supervisor_pid=me.supervisor_pid,
             child=me.child,
+            paused=tuple(self._paused()) if self._paused is not None else (),
         )
 
     def _complain(self, why: str) -> None:

@@ -204,7 +204,10 @@ def exit_process(code: int) -> NoReturn:
 
 def _burst_watch(w: Worker, broker: Any) -> None:
     """Shut the worker down once its queues are empty, it holds nothing, and no retry or
-    deferral is still held in the delay ladder (which any queue shares)."""
+    deferral is still held in the delay ladder (which any queue shares). A paused queue
+    counts as empty: its jobs wait for the resume, not for this worker."""
+    from queuey_core.flow.pause import paused_queues  # noqa: PLC0415
+
     names = [q.name for q in w.queues]
     quiet = 0
     while not w.handle.is_shutdown():
@@ -212,7 +215,11 @@ def _burst_watch(w: Worker, broker: Any) -> None:
         try:
             # inspect(): every backend that can count (RabbitMQ, a SQLite file) has it.
             seen = broker.inspect(names)
-            empty = all(c is not None and c.ready == 0 for c in seen.queues.values())
+            paused = paused_queues(broker, names)
+            empty = all(
+                c is not None and (c.ready == 0 or name in paused)
+                for name, c in seen.queues.items()
+            )
             empty = empty and not seen.held
         except QueueyError:
             continue

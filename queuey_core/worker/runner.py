@@ -19,11 +19,12 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Subscription
+from queuey_core.backends.base import Backend, ConsumerEnded, Delivery
 from queuey_core.backends.capabilities import ControlServer, SupportsControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.control.responder import ControlResponder, JobCounts
 from queuey_core.errors import DuplicateHandlerError, QueueyError
+from queuey_core.flow.pause_consumers import Consumers
 from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
 from queuey_core.queues import QueueConfig, QueueSet
@@ -246,25 +247,20 @@ class Worker:
         handle.add_waker(stopping.set)
         if handle.is_shutdown():
             stopping.set()
-        subscriptions: list[Subscription] = []
+        # Paused queues are not consumed until resumed (queuey_core.flow.pause).
+        consumers = Consumers(self._backend, self._queues, sink, in_flight=handle.in_flight)
         threads: list[threading.Thread] = []
         try:
-            for config in self._queues:
-                if stopping.is_set():
-                    break
-                try:
-                    subscriptions.append(self._backend.consume(config, sink))
-                except QueueyError as exc:
-                    logger.error(
-                        "failed to start consumer", extra={"queue": config.name}, exc_info=True
-                    )
-                    errors.append(exc)
-                    stopping.set()
+            try:
+                consumers.start(stopping)  # logs which consumer failed to start
+            except QueueyError as exc:
+                errors.append(exc)
+                stopping.set()
             if not stopping.is_set():
                 # After the consumers: a control channel that connects in the background
                 # must not delay the first delivery. Then the cancels, before any job runs
                 # (deliveries wait in `events` meanwhile).
-                control = self._serve_control()
+                control = self._serve_control(consumers)
                 cancels.wait()
                 if self._aio is not None:
                     self._aio.start()
@@ -286,11 +282,7 @@ class Worker:
             # left the broker's hands and must still be settled.
             logger.debug("worker draining")
             self._hooks.worker_draining(self)
-            for sub in subscriptions:
-                try:
-                    sub.cancel()
-                except QueueyError:
-                    logger.warning("failed to cancel consumer", extra={"queue": sub.queue})
+            consumers.stop()
             for _ in threads:
                 events.put(_STOP)
             for thread in threads:
@@ -299,11 +291,7 @@ class Worker:
                 self._aio.drain()
         finally:
             handle.remove_waker(stopping.set)
-            for sub in subscriptions:
-                try:
-                    sub.close()  # anything never processed goes back to the broker
-                except QueueyError:
-                    logger.warning("failed to close consumer", extra={"queue": sub.queue})
+            consumers.close()  # anything never processed goes back to the broker
             if control is not None:
                 control.close()
             cancels.close()
@@ -320,7 +308,7 @@ class Worker:
         if error is not None:
             raise error
 
-    def _serve_control(self) -> ControlServer | None:
+    def _serve_control(self, consumers: Consumers) -> ControlServer | None:
         """Start answering the control channel; a worker runs on without it if it cannot."""
         if self._counts is None or not isinstance(self._backend, SupportsControl):
             return None
@@ -330,6 +318,8 @@ class Worker:
             clock=self._clock,
             on_shutdown=self._on_shutdown_request,
             secret=self._control_secret,
+            on_pauses=consumers.look_now,
+            paused=lambda: consumers.paused,
         )
         try:
             return self._backend.serve_control(responder)

@@ -138,6 +138,7 @@ def test_queues_json_counts_each_queue_and_names_one_not_declared_yet(
                 "unacked": None,
                 "consumers": 0,
                 "dead_letters": 2,
+                "paused": False,
             },
             {
                 "name": "absent",
@@ -146,6 +147,7 @@ def test_queues_json_counts_each_queue_and_names_one_not_declared_yet(
                 "unacked": None,
                 "consumers": None,
                 "dead_letters": None,
+                "paused": False,
             },
         ],
         "held": 0,
@@ -179,13 +181,21 @@ def test_queues_piped_is_a_header_and_a_tab_separated_record_a_queue(
     code, out, err = run(runner, config, "queues")
     assert code == 0, err
     assert tsv(out) == [
-        {"name": "there", "ready": "2", "unacked": "n/a", "consumers": "0", "dead_letters": "0"},
+        {
+            "name": "there",
+            "ready": "2",
+            "unacked": "n/a",
+            "consumers": "0",
+            "dead_letters": "0",
+            "paused": "no",
+        },
         {
             "name": "absent",
             "ready": "not declared yet",
             "unacked": "-",
             "consumers": "-",
             "dead_letters": "-",
+            "paused": "no",
         },
     ]
     assert "held in the delay ladder (all queues): 0" in err, "notes go to stderr when piped"
@@ -345,8 +355,8 @@ def test_watch_rates_are_the_change_per_second_between_two_samples(memory: KeptO
     first = queue_samples.Sample(10.0, memory.inspect(["there"]), none)
     publish(memory, 3)
     second = queue_samples.Sample(11.5, memory.inspect(["there"]), none)
-    assert watch.rows(second, first) == [["there", 3, "n/a", 0, 0, "+2/s", "0/s"]]
-    assert watch.rows(first, None) == [["there", 0, "n/a", 0, 0, "-", "-"]]
+    assert watch.rows(second, first) == [["there", 3, "n/a", 0, 0, None, "+2/s", "0/s"]]
+    assert watch.rows(first, None) == [["there", 0, "n/a", 0, 0, None, "-", "-"]]
 
 
 # -- dlq ---------------------------------------------------------------------------------

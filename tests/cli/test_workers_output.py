@@ -145,6 +145,7 @@ def test_json_is_the_documented_fields_exactly(offline: Path, fleet: MemoryBacke
         "uptime",
         "supervisor_pid",
         "child",
+        "paused",
     }
     assert "evil\x1b[2J[red]host[/]" in [s["host"] for s in found], "JSON is exact"
 

@@ -30,6 +30,8 @@ WRITES = [
     ("/workers/WORKER/drain", {}),
     ("/schedules/NAME/fire", {}),
     ("/jobs/JOBID/cancel", {}),
+    (f"/queues/{ALPHA}/pause", {}),
+    (f"/queues/{ALPHA}/resume", {}),
 ]
 
 
@@ -84,6 +86,7 @@ def test_a_write_without_the_csrf_token_is_refused_and_changes_nothing(
         assert "CSRF" in answer.text
     assert [d.handle for d in board.backend.dead_letters(ALPHA)] == ids
     assert board.backend.pending(ALPHA) == 0
+    assert board.backend.paused_queues([ALPHA]) == frozenset()
 
 
 def test_a_csrf_token_of_another_browser_is_refused(board: Board) -> None:

@@ -50,6 +50,7 @@ from queuey_core.backends.rabbitmq.election import RabbitElection
 from queuey_core.backends.rabbitmq.features import FEATURES
 from queuey_core.backends.rabbitmq.link import Link
 from queuey_core.backends.rabbitmq.messages import Pub, properties
+from queuey_core.backends.rabbitmq.pauses import MarkerPauses
 from queuey_core.backends.rabbitmq.publishing import Publishing
 from queuey_core.backends.rabbitmq.result import LinkStatus, Result
 from queuey_core.backends.rabbitmq.schedule_state import RabbitScheduleState
@@ -67,6 +68,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 class RabbitMQBackend(
     StreamCancels,
+    MarkerPauses,
     RabbitDeadLetters,
     Inspectable,
     SupportsControl,

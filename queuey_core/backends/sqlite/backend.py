@@ -42,6 +42,7 @@ from queuey_core.backends.sqlite.dead_tools import SqliteDeadLetters
 from queuey_core.backends.sqlite.features import FEATURES
 from queuey_core.backends.sqlite.inspection import FileInspection
 from queuey_core.backends.sqlite.options import SqliteOptions, parse_url
+from queuey_core.backends.sqlite.pauses import FilePauses
 from queuey_core.backends.sqlite.pump import Pump
 from queuey_core.backends.sqlite.schedules import SqliteElection, SqliteScheduleState
 from queuey_core.backends.sqlite.writes import Writer
@@ -62,6 +63,7 @@ class SqliteBackend(
     SupportsSchedules,
     PublishesEncoded,
     FileCancels,
+    FilePauses,
     HoldsLeases,
 ):
     """A broker in a file. See the module docstring and docs/embedded.md.

@@ -53,7 +53,8 @@ def insert(conn: sqlite3.Connection, rows: Iterable[Row]) -> None:
 
 
 #: The best claimable rows of a queue: highest priority, then first available, then
-#: first inserted; free, or leased by another owner whose lease expired.
+#: first inserted; free, or leased by another owner whose lease expired; none of a paused
+#: queue (:mod:`.pauses`), whoever claims.
 _CLAIM = """
 UPDATE queuey_messages
    SET lease_owner = :owner, lease_expires = :until, claims = claims + 1
@@ -61,6 +62,7 @@ UPDATE queuey_messages
     SELECT id FROM queuey_messages
      WHERE queue = :queue AND available_at <= :now
        AND (lease_owner IS NULL OR (lease_expires < :now AND lease_owner <> :owner))
+       AND NOT EXISTS (SELECT 1 FROM queuey_paused WHERE queue = :queue)
      ORDER BY priority DESC, available_at, id
      LIMIT :limit)
 RETURNING id, priority, available_at, claims, job_id, body, traceparent, tracestate

@@ -117,6 +117,11 @@ class DeadLetterTable:
             first = first.replace(self.secret, "****")
         return JobStoreError(f"job store {self.shown}: {first}")
 
+    def transaction(self) -> contextlib.AbstractContextManager[Cursor]:
+        """One transaction on these connections, its cursor: for a table of another
+        duty made by the same ``sql.ddl()`` (the unique keys, :mod:`queuey_core.flow`)."""
+        return self._tx()
+
     def ready(self) -> None:
         """Connect and make the table if missing; JobStoreError if the store is down."""
         with self._tx():
@@ -267,9 +272,17 @@ def _stored(values: Sequence[Any]) -> Stored:
     return Stored(int(seq), row)
 
 
-def open_dead_letter_table(url: str) -> DeadLetterTable:
+#: Makes the statements of one dialect: ``(prefix=, placeholder=, postgres=)``, as
+#: :class:`~.dead_letter_sql.Sql`'s constructor takes them.
+MakeSql = Callable[..., Any]
+
+
+def open_dead_letter_table(
+    url: str, sql: MakeSql = Sql, *, what: str = "dead letters"
+) -> DeadLetterTable:
     """The dead-letter table of the job store ``url`` names (``sqlite:///path`` or
-    ``postgresql://...?schema=NAME``), connected on first use.
+    ``postgresql://...?schema=NAME``), connected on first use; with another ``sql``,
+    the connections for a table of that duty (``what`` it keeps, for the errors).
 
     Raises:
         ConfigError: a store that cannot hold dead letters (``memory://``), or a
@@ -277,13 +290,13 @@ def open_dead_letter_table(url: str) -> DeadLetterTable:
     """
     scheme = url.partition("://")[0].lower()
     if scheme == "sqlite":
-        return _sqlite(url)
+        return _sqlite(url, sql)
     if scheme in ("postgresql", "postgres"):
-        return _postgres(url)
-    raise ConfigError(f"dead letters cannot be kept in a {scheme}:// job store")
+        return _postgres(url, sql, what)
+    raise ConfigError(f"{what} cannot be kept in a {scheme}:// job store")
 
 
-def _sqlite(url: str) -> DeadLetterTable:
+def _sqlite(url: str, sql: MakeSql) -> DeadLetterTable:
     # On use: a worker on RabbitMQ loads this module, and sqlite3 is 1 MB of it.
     import sqlite3  # noqa: PLC0415
 
@@ -306,10 +319,10 @@ def _sqlite(url: str) -> DeadLetterTable:
 
     from queuey_core.errors import BackendError  # noqa: PLC0415
 
-    return DeadLetterTable(connect, Sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
+    return DeadLetterTable(connect, sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
 
 
-def _postgres(url: str) -> DeadLetterTable:
+def _postgres(url: str, sql: MakeSql, what: str) -> DeadLetterTable:
     from queuey_core.results.postgres_store import split_url  # noqa: PLC0415 - on use
 
     try:
@@ -323,14 +336,14 @@ def _postgres(url: str) -> DeadLetterTable:
 
     def connect() -> Any:
         conn = psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=5, application_name="queuey dead letters"
+            conninfo, autocommit=True, connect_timeout=5, application_name=f"queuey {what}"
         )
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         return conn
 
     table = DeadLetterTable(
         connect,
-        Sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
+        sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
         shown=redact(url),
         errors=(psycopg.Error,),
     )

@@ -164,14 +164,13 @@ class Envelope(TracedModel):
     payload: dict[str, Any] = Field(
         description="The job's fields, validated against the job type's model by the worker."
     )
-    # Left out of the body when None: a job without a key is the same bytes as before.
+    # None: left out, a job without a key is the same bytes as before.
     unique: tuple[UniqueMark, ...] | None = Field(
         default=None,
         max_length=2,
         exclude_if=lambda marks: marks is None,
-        description="Protocol 1.3: the unique keys the job holds (docs/flow-control.md), "
-        "for the worker to let go of when their period ends. Kept through retries, "
-        "deferrals and dead letters.",
+        description="Protocol 1.3: the unique keys the job holds (docs/flow-control.md), for "
+        "the worker to let go of when their period ends; kept through retries and deferrals.",
     )
 
     @field_validator("v", mode="before")

@@ -23,24 +23,24 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.backends.base import Backend
-from queuey_core.backends.capabilities import HoldsUniqueKeys, PublishesAhead, PublishesEncoded
+from queuey_core.backends.capabilities import PublishesAhead, PublishesEncoded
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import (
     EncodedEnvelope,
     Envelope,
     json_string,
 )
-from queuey_core.errors import DuplicateJobError, EnqueueUnknownError, NotEnqueuedError
+from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError
 from queuey_core.first_attempts import json_object, make_envelope, make_raw_envelope
-from queuey_core.flow.unique_claims import UniqueClaims
+from queuey_core.flow.unique_claims import UniqueClaims, encoded_mark
 from queuey_core.job_ids import JOB_ID_NAMESPACE, JobId, job_id_for
 from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
-from queuey_core.pending import PendingBatch, PublishError, attribute
+from queuey_core.pending import PendingBatch, attribute
 from queuey_core.queues import QueueSet
 from queuey_core.trace_context import TraceContext
 from queuey_core.tracing import producer_tracing
@@ -49,6 +49,7 @@ from queuey_core.uuid7 import uuid7
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.unique import Unique
     from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.results.producing import QueuedRecorder
     from queuey_core.results.store import JobStore
@@ -76,12 +77,8 @@ class Producer:
     thread, or before each call returns with ``record_now`` (docs/results.md). Call
     :meth:`close` before the process ends to write what is waiting.
 
-    A job type that declares ``UNIQUE`` has its key claimed before it is published,
-    where ``unique_keys`` says (by default the backend's own, on a backend that keeps
-    them: the embedded file, the in-memory backend; on RabbitMQ, pass
-    :func:`~queuey_core.flow.unique_keys.open_unique_keys` of the job store). A second
-    enqueue of a held key raises :class:`~queuey_core.errors.DuplicateJobError`. On a
-    backend that keeps keys, a job id the caller chose is a key too.
+    Unique jobs (``UNIQUE``, or ``unique`` by job type name) have their keys claimed
+    in ``unique_keys`` before they are published: see :class:`.UniqueClaims`.
     """
 
     def __init__(
@@ -94,12 +91,11 @@ class Producer:
         job_store: JobStore | None = None,
         record_now: bool = False,
         unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
     ) -> None:
         self._backend = backend
-        holds = isinstance(backend, HoldsUniqueKeys)
-        if unique_keys is None and isinstance(backend, HoldsUniqueKeys):
-            unique_keys = backend.unique_keys()
-        self._unique = UniqueClaims(unique_keys, job_ids=holds)
+        #: Claims the keys of unique jobs; counts the duplicates (``unique.duplicates()``).
+        self.unique = UniqueClaims.of(backend, unique_keys, unique)
         self._queues = queues
         self._clock: Clock = clock or SystemClock()
         # Looked for once: no provider, no per-job cost.
@@ -146,7 +142,7 @@ class Producer:
         """
         _check_delay(delay)
         env = self.envelope(job, priority=priority, job_id=job_id)
-        env = self._unique.mark(env, type(job), chosen_id=job_id is not None)
+        env = self.unique.mark(env, type(job), job_id)
         self._publish(env, delay)
         if self.recorder is not None:
             self.recorder.enqueued([env])
@@ -186,33 +182,21 @@ class Producer:
             enqueued_at=self._clock.wall_ms(),
             job_id=job_id,
         )
-        env = self._unique.mark(env, None, chosen_id=job_id is not None)
+        env = self.unique.mark(env, None, job_id)
         self._publish(env, delay)
         if self.recorder is not None:
             self.recorder.enqueued([env])
         return env.job_id
 
     def _publish(self, env: Envelope, delay: float | None) -> None:
-        """Publish one envelope, in its PRODUCER span when tracing; its unique keys
-        claimed first, and kept or given back after."""
+        """Publish one envelope, its unique keys claimed first; see :meth:`_publish_one`."""
         if env.unique:
-            duplicates = self._unique.claim([env], self._clock.wall_ms())
-            if duplicates:
-                raise DuplicateJobError(duplicates)
-            try:
-                self._publish_one(env, delay)
-            except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                self._unique.settle([env], exc, self._clock.wall_ms())
-                raise
-            except BaseException:
-                # Not sent, or cut short while sending: in doubt, as an unknown outcome.
-                self._unique.settle([env], None, self._clock.wall_ms())
-                raise
-            self._unique.settle([env], None, self._clock.wall_ms())
-            return
-        self._publish_one(env, delay)
+            self.unique.guarded(env, lambda: self._publish_one(env, delay), self._clock.wall_ms)
+        else:
+            self._publish_one(env, delay)
 
     def _publish_one(self, env: Envelope, delay: float | None) -> None:
+        """Publish one envelope, in its PRODUCER span when tracing."""
         tracing = self._tracing
         try:
             if tracing is None:
@@ -275,72 +259,44 @@ class Producer:
         jobs = list(jobs)
         ids = _keys(jobs, job_ids)
         backend = self._backend
-        if self._unique.applies(jobs, ids):
-            return self._begin_unique(jobs, ids, delay, priority)
+        models: list[Envelope] | None = None
+        pending: dict[str, Any] = {"recorder": self.recorder}
+        if self.unique.applies(jobs, ids):  # keys claimed first, duplicates left out
+            marked = [
+                self.unique.mark(self.envelope(job, priority=priority, job_id=key), type(job), key)
+                for job, key in zip(jobs, ids, strict=True)
+            ]
+            models, more = self.unique.begin(marked, self._clock)
+            pending.update(more)
         # Traced, each message carries headers: the models' path, which writes them.
         if isinstance(backend, PublishesEncoded) and self._tracing is None:
-            encoded = self._encode_many(jobs, ids, priority)
+            encoded = (
+                self._encode_many(jobs, ids, priority)
+                if models is None
+                else [encoded_mark(env) for env in models]
+            )
             items = [(env, delay) for env in encoded]
             try:
                 if isinstance(backend, PublishesAhead):
-                    wait = backend.publish_ahead(items)
-                    return PendingBatch(encoded, wait=wait, recorder=self.recorder)
+                    return PendingBatch(encoded, wait=backend.publish_ahead(items), **pending)
                 backend.publish_encoded(items)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                return PendingBatch(encoded, error=exc, recorder=self.recorder)
-            return PendingBatch(encoded, recorder=self.recorder)
-        envelopes = [
-            self.envelope(job, priority=priority, job_id=job_id)
-            for job, job_id in zip(jobs, ids, strict=True)
-        ]
-        return self._publish_models(envelopes, delay)
-
-    def _publish_models(
-        self,
-        envelopes: list[Envelope],
-        delay: float | None,
-        unique: Callable[[PublishError | None], None] | None = None,
-        duplicates: dict[uuid.UUID, uuid.UUID] | None = None,
-    ) -> PendingBatch:
-        """Publish envelopes (models) in one call, in their span when tracing."""
-        options: dict[str, Any] = {"recorder": self.recorder, "settle": unique}
-        if duplicates:
-            options["duplicates"] = duplicates
-        if not envelopes:
-            return PendingBatch(envelopes, **options)
+                return PendingBatch(encoded, error=exc, **pending)
+            return PendingBatch(encoded, **pending)
+        if models is None:
+            models = [
+                self.envelope(job, priority=priority, job_id=job_id)
+                for job, job_id in zip(jobs, ids, strict=True)
+            ]
+        error = None
         try:
-            with self._span(envelopes) as trace:
+            with self._span(models) as trace:
                 if trace is not None:
-                    envelopes = [env.with_trace(trace) for env in envelopes]
-                self._backend.publish_many([(env, delay) for env in envelopes])
+                    models = [env.with_trace(trace) for env in models]
+                backend.publish_many([(env, delay) for env in models])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            return PendingBatch(envelopes, error=exc, **options)
-        return PendingBatch(envelopes, **options)
-
-    def _begin_unique(
-        self,
-        jobs: list[Job],
-        ids: Sequence[JobId | None],
-        delay: float | None,
-        priority: int | None,
-    ) -> PendingBatch:
-        """A batch with unique keys: every key claimed in one call before any job is
-        published; the duplicates left out, their holders reported by ``result``."""
-        envelopes = [
-            self._unique.mark(
-                self.envelope(job, priority=priority, job_id=job_id),
-                type(job),
-                chosen_id=job_id is not None,
-            )
-            for job, job_id in zip(jobs, ids, strict=True)
-        ]
-        duplicates = self._unique.claim(envelopes, self._clock.wall_ms())
-        sent = [env for env in envelopes if env.job_id not in duplicates]
-
-        def settle(error: PublishError | None) -> None:
-            self._unique.settle(sent, error, self._clock.wall_ms())
-
-        return self._publish_models(sent, delay, settle, duplicates)
+            error = exc
+        return PendingBatch(models, error=error, **pending)
 
     def check_many(
         self,

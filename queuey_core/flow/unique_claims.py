@@ -10,14 +10,26 @@ whose key another job holds, or give back the key of a job that may be on the br
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from queuey_core.envelope import Envelope
-from queuey_core.errors import ConfigError, EnqueueUnknownError, NotEnqueuedError, QueueyError
-from queuey_core.flow.unique import UniqueMark, job_id_key
+from queuey_core.backends.capabilities import HoldsUniqueKeys
+from queuey_core.clock import Clock
+from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.errors import (
+    ConfigError,
+    DuplicateJobError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    QueueyError,
+)
+from queuey_core.flow.unique import Unique, UniqueMark, job_id_key
 from queuey_core.flow.unique_keys import Claim, UniqueKeys
 from queuey_core.jobs import Job
+from queuey_core.pending import PublishError
 
 logger = logging.getLogger(__name__)
 
@@ -31,36 +43,71 @@ NO_KEY_STORE = (
 class UniqueClaims:
     """Marks, claims, keeps and gives back the keys of a producer's jobs.
 
+    Where a backend keeps keys itself (the embedded file, the in-memory backend), they
+    are kept there by default; on RabbitMQ give ``keys`` (the job store's table:
+    :func:`~queuey_core.flow.unique_store.open_unique_keys`). A second enqueue of a
+    held key raises :class:`~queuey_core.errors.DuplicateJobError`.
+
     ``keys`` None: no place to keep them (a job that declares uniqueness is then a
     ConfigError, never enqueued unguarded). ``job_ids``: a job id the caller chose is a
     key too, held while the job is queued or running (a backend that keeps keys itself).
+    ``declared``: declarations by job type name (``[unique.*]``), over the classes' own.
     """
 
-    def __init__(self, keys: UniqueKeys | None, *, job_ids: bool) -> None:
+    def __init__(
+        self,
+        keys: UniqueKeys | None,
+        *,
+        job_ids: bool,
+        declared: Mapping[str, Unique] | None = None,
+    ) -> None:
         self._keys = keys
         self._job_ids = job_ids
+        self._declared = dict(declared or {})
+        self._lock = threading.Lock()
+        self._duplicates: Counter[str] = Counter()
+
+    @classmethod
+    def of(
+        cls, backend: object, keys: UniqueKeys | None, declared: Mapping[str, Unique] | None
+    ) -> UniqueClaims:
+        """A producer's on ``backend``: ``keys``, else the backend's own (job ids are
+        keys too, then), with ``declared`` over the classes' own declarations."""
+        holds = isinstance(backend, HoldsUniqueKeys)
+        if keys is None and isinstance(backend, HoldsUniqueKeys):
+            keys = backend.unique_keys()
+        return cls(keys, job_ids=holds, declared=declared)
+
+    def duplicates(self) -> dict[str, int]:
+        """Enqueues refused as duplicates so far, by job type."""
+        with self._lock:
+            return dict(self._duplicates)
 
     def applies(self, jobs: Sequence[Job], ids: Sequence[object | None]) -> bool:
         """Whether a batch holds a key: a job type that declares one, or an id chosen
         where ids are keys (a batch without is published as before, at no cost)."""
         if self._job_ids and any(job_id is not None for job_id in ids):
             return True
-        return any(type(job).UNIQUE is not None for job in jobs)
+        kinds = {type(job) for job in jobs}
+        return any(k.UNIQUE is not None or k.NAME in self._declared for k in kinds)
 
-    def mark(self, env: Envelope, job_type: type[Job] | None, *, chosen_id: bool) -> Envelope:
-        """``env`` carrying the keys its job holds (unchanged when none).
+    def mark(self, env: Envelope, job_type: type[Job] | None, chosen_id: object) -> Envelope:
+        """``env`` carrying the keys its job holds (unchanged when none); ``chosen_id``:
+        the id the caller chose, if any (None).
 
         Raises:
             ValueError: a payload without a field of the key.
             ConfigError: a unique job and nowhere to keep its key.
         """
         marks: list[UniqueMark] = []
-        unique = None if job_type is None else job_type.UNIQUE
+        unique = self._declared.get(env.job_type)
+        if unique is None and job_type is not None:
+            unique = job_type.UNIQUE
         if unique is not None:
             if self._keys is None:
                 raise ConfigError(NO_KEY_STORE)
             marks.append(unique.mark(env.job_type, env.payload, env.enqueued_at))
-        if chosen_id and self._job_ids:
+        if chosen_id is not None and self._job_ids:
             marks.append(UniqueMark(key=job_id_key(env.job_id), until="end"))
         return env.model_copy(update={"unique": tuple(marks)}) if marks else env
 
@@ -79,6 +126,8 @@ class UniqueClaims:
         for i, holder in refused.items():
             duplicates.setdefault(owners[i], uuid.UUID(holder))
         if duplicates:
+            with self._lock:
+                self._duplicates.update(e.job_type for e in envs if e.job_id in duplicates)
             # A refused job's other keys (claimed in the same call) are not its to keep.
             # Only those it got: a refused claim's (key, id) may be the holder's own.
             self._keys.give_back(
@@ -89,6 +138,36 @@ class UniqueClaims:
                 ]
             )
         return duplicates
+
+    def guarded(self, env: Envelope, publish: Callable[[], None], now: Callable[[], int]) -> None:
+        """``publish()`` of ``env``, its keys claimed first (DuplicateJobError: refused,
+        nothing published), then kept or given back as the publish ends; ``now`` in ms.
+        A publish cut short by anything else (a KeyboardInterrupt) keeps them: in doubt."""
+        duplicates = self.claim([env], now())
+        if duplicates:
+            raise DuplicateJobError(duplicates)
+        error: NotEnqueuedError | EnqueueUnknownError | None = None
+        try:
+            publish()
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            error = exc
+            raise
+        finally:
+            self.settle([env], error, now())
+
+    def begin(
+        self, envs: Sequence[Envelope], clock: Clock
+    ) -> tuple[list[Envelope], dict[str, Any]]:
+        """A batch's keys claimed in one call: the envelopes to publish (the duplicates
+        left out), and the :class:`~queuey_core.pending.PendingBatch` arguments that
+        settle their keys once the publish ends and report the duplicates."""
+        duplicates = self.claim(envs, clock.wall_ms())
+        sent = [env for env in envs if env.job_id not in duplicates]
+
+        def settle(error: PublishError | None) -> None:
+            self.settle(sent, error, clock.wall_ms())
+
+        return sent, {"settle": settle, "duplicates": duplicates}
 
     def settle(
         self,
@@ -115,6 +194,14 @@ class UniqueClaims:
                 len(envs),
                 exc,
             )
+
+
+def encoded_mark(env: Envelope) -> EncodedEnvelope:
+    """A marked envelope, encoded for a batch's fast path (whose bodies, written from a
+    template, carry no keys)."""
+    return EncodedEnvelope(
+        env.job_id, env.job_type, env.queue, env.priority, env.enqueued_at, env.encode()
+    )
 
 
 def _claims(envs: Sequence[Envelope]) -> tuple[list[Claim], list[uuid.UUID]]:

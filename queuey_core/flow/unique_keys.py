@@ -21,7 +21,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: Seconds a claim holds its key before its job is known to be published: longer than
 #: any publish can take (RabbitMQ's ``publish_timeout`` and recovery, a file's lock),
@@ -216,19 +216,3 @@ class MemoryUniqueKeys:
 
 def _expiry(claim: Claim, now_ms: int) -> int:
     return FOREVER if claim.expires_at is None else claim.expires_at
-
-
-def open_unique_keys(url: str) -> SqlUniqueKeys:
-    """The unique keys of the job store ``url`` names (``sqlite:///path`` or
-    ``postgresql://...?schema=NAME``), in a table beside its records, connected on
-    first use (on the same connections code as its dead letters).
-
-    Raises:
-        ConfigError: a store that cannot hold them, or postgresql:// without psycopg.
-    """
-    from queuey_core.results.dead_letter_table import open_dead_letter_table  # noqa: PLC0415
-
-    table = open_dead_letter_table(url, UniqueSql, what="unique keys")
-    # The statements the table was opened with (it made them with its schema's prefix).
-    sql = cast("UniqueSql", table._sql)
-    return SqlUniqueKeys(table.transaction, sql, close=table.close)

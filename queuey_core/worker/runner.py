@@ -91,7 +91,7 @@ class Worker:
             before it is reported (None: not watched).
         unique_keys: where jobs' unique keys are let go of as their periods end
             (default: the backend's own, on a backend that keeps them; on RabbitMQ, the
-            job store's: :func:`~queuey_core.flow.unique_keys.open_unique_keys`).
+            job store's: :func:`~queuey_core.flow.unique_store.open_unique_keys`).
     """
 
     def __init__(

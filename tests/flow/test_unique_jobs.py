@@ -8,6 +8,7 @@ import uuid
 from typing import ClassVar
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from queuey_core import ConfigError
 from queuey_core import DuplicateJobError
@@ -25,6 +26,7 @@ from queuey_core.flow.unique import Unique
 from queuey_core.flow.unique import key_of
 from queuey_core.flow.unique_keys import CLAIM_HOLD
 from queuey_core.flow.unique_keys import Claim
+from queuey_core.flow.unique_metrics import DuplicatesCollector
 from queuey_core.jobs import Job
 from tests.harness import Wrapping
 from tests.support import ALPHA
@@ -246,3 +248,19 @@ def test_unique_jobs_with_nowhere_to_keep_keys_are_refused_at_start(
     assert backend.pending(ALPHA) == 0
     with pytest.raises(ConfigError, match=r"\[results\] url"):
         Worker(elsewhere, queues, [noop(Invoice)])
+
+
+def test_duplicates_are_counted_by_job_type_for_metrics(producer: Producer) -> None:
+    registry = CollectorRegistry()
+    registry.register(DuplicatesCollector(producer.unique.duplicates))
+    producer.enqueue(Invoice(invoice_id=1))
+    for _ in range(2):
+        with pytest.raises(DuplicateJobError):
+            producer.enqueue(Invoice(invoice_id=1))
+    with pytest.raises(DuplicateJobError):
+        producer.enqueue_many([Invoice(invoice_id=1), Greet(name="a")])
+    assert producer.unique.duplicates() == {Invoice.NAME: 3}
+    counted = registry.get_sample_value(
+        "queuey_enqueue_duplicates_total", {"job_type": Invoice.NAME}
+    )
+    assert counted == 3

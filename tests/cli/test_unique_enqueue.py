@@ -1,0 +1,90 @@
+"""``queuey enqueue`` and unique jobs on the embedded backend: exit 9 for a duplicate
+with the holder's id, a --file enqueued twice with --ids-from-lines runs each line once,
+and unique jobs with nowhere to keep their keys are refused before anything is sent."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from queuey_cli.main import app
+from queuey_core.process.exits import Exit
+
+
+def project(tmp_path: Path, extra: str = "") -> Path:
+    db = tmp_path / "q.db"
+    path = tmp_path / "queuey.toml"
+    path.write_text(
+        f'[broker]\nurl = "sqlite:///{db}"\n\n[queues.alpha]\nprefetch = 4\n\n'
+        f"[queues.beta]\nprefetch = 1\n{extra}"
+    )
+    return path
+
+
+def run(config: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def jobs_in(config: Path) -> int:
+    conn = sqlite3.connect(config.parent / "q.db")
+    try:
+        return int(conn.execute("SELECT count(*) FROM queuey_messages").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_the_same_file_enqueued_twice_with_ids_from_lines_is_enqueued_once(
+    tmp_path: Path,
+) -> None:
+    config = project(tmp_path)
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text("".join(json.dumps({"name": f"n{n}"}) + "\n" for n in range(5)))
+    code, _, err = run(config, "enqueue", "greet", "--file", str(lines), "--ids-from-lines")
+    assert code == Exit.OK, err
+    code, _, err = run(config, "enqueue", "greet", "--file", str(lines), "--ids-from-lines")
+    assert code == Exit.DUPLICATE, err
+    assert "0 confirmed, 5 duplicates" in err
+    assert jobs_in(config) == 5, "each line once"
+
+
+def test_a_duplicate_exits_9_and_prints_the_holders_id(tmp_path: Path) -> None:
+    config = project(tmp_path, '\n[unique.greet]\nkey = ["name"]\n')
+    code, first, err = run(config, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.OK, err
+    code, out, err = run(config, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.DUPLICATE
+    assert out.strip() == first.strip(), "the id of the job that holds the key"
+    assert err.startswith("error: not enqueued: a duplicate of job"), err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run(config, "enqueue", "greet", '{"name": "bob"}')
+    assert code == Exit.OK, err
+    assert jobs_in(config) == 2
+
+
+def test_a_period_that_cannot_work_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = project(tmp_path, '\n[unique.greet]\nperiod = "forever"\n')
+    code, _, err = run(config, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.USAGE
+    assert "forever" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("results", ["", '\n[results]\nurl = "memory://"\n'])
+def test_unique_jobs_on_rabbitmq_without_a_store_are_refused_saying_what_to_add(
+    tmp_path: Path, results: str
+) -> None:
+    path = tmp_path / "queuey.toml"
+    path.write_text(
+        '[broker]\nurl = "amqp://guest:guest@127.0.0.1:1/%2F"\nconnect_timeout = "1s"\n\n'
+        '[queues.alpha]\nprefetch = 4\n\n[unique.greet]\nkey = ["name"]\n' + results
+    )
+    code, _, err = run(path, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.USAGE, err
+    assert "[results] url" in err

@@ -21,6 +21,7 @@ from typing import Any
 from queuey_core.backends.capabilities import (
     ConnectionReporting,
     DeadLetterTools,
+    HoldsUniqueKeys,
     Inspectable,
     PublishesAhead,
     PublishesEncoded,
@@ -41,6 +42,7 @@ CAPABILITIES: dict[str, type] = {
     "republishes": Republishes,
     "connection_reporting": ConnectionReporting,
     "cancellation": SupportsCancellation,
+    "unique_keys": HoldsUniqueKeys,
 }
 
 

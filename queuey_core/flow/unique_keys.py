@@ -140,7 +140,9 @@ class SqlUniqueKeys:
         with self._transaction() as cur:
             if self._claims // SWEEP_EVERY != (self._claims + len(claims)) // SWEEP_EVERY:
                 cur.execute(sql.sweep, (now_ms,))
-            for i, c in enumerate(claims):
+            # In the keys' order: two batches claiming the same keys in other orders
+            # would each hold a row the other waits for (PostgreSQL: a deadlock).
+            for i, c in sorted(enumerate(claims), key=lambda ic: (ic[1].key, ic[0])):
                 got = cur.execute(sql.upsert, (c.key, c.job_id, expires, now_ms, int(c.retry_ok)))
                 row = (got if got is not None else cur).fetchone()
                 if row is None:
@@ -152,7 +154,7 @@ class SqlUniqueKeys:
     def keep(self, claims: Sequence[Claim], now_ms: int) -> None:
         if claims:
             with self._transaction() as cur:
-                for c in claims:
+                for c in sorted(claims, key=lambda c: c.key):  # see claim()
                     cur.execute(self._sql.keep, (_expiry(c, now_ms), c.key, c.job_id))
 
     def give_back(self, claims: Sequence[Claim]) -> None:
@@ -161,7 +163,7 @@ class SqlUniqueKeys:
     def release(self, keys: Sequence[tuple[str, str]]) -> None:
         if keys:
             with self._transaction() as cur:
-                for key, job_id in keys:
+                for key, job_id in sorted(keys):  # see claim()
                     cur.execute(self._sql.release, (key, job_id))
 
     def held(self, now_ms: int) -> int:

@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 #: Rows a stream reads per query.
 CHUNK = 500
+#: The PostgreSQL advisory lock every queuey table's creation takes (an arbitrary key).
+DDL_LOCK = 0x71756575
 
 Cursor = Any
 
@@ -51,6 +53,7 @@ class DeadLetterTable:
         self._errors = errors
         self._local = threading.local()
         self._lock = threading.RLock() if not sql.postgres else None
+        self._making = threading.Lock()
         self._all: list[Any] = []
         self._closed = False
         self._ready = False
@@ -102,9 +105,14 @@ class DeadLetterTable:
 
     def _make(self, conn: Any) -> None:
         if self._lock is None:
-            with conn.transaction():
-                for statement in self._sql.ddl():
-                    conn.execute(statement)
+            with self._making, conn.transaction():
+                # CREATE ... IF NOT EXISTS is not safe against itself on PostgreSQL (two
+                # sessions both create, one fails on the catalog's unique index): one
+                # session of any process at a time.
+                conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
+                if not self._ready:
+                    for statement in self._sql.ddl():
+                        conn.execute(statement)
         else:
             for statement in self._sql.ddl():
                 conn.execute(statement)
@@ -338,7 +346,9 @@ def _postgres(url: str, sql: MakeSql, what: str) -> DeadLetterTable:
         conn = psycopg.connect(
             conninfo, autocommit=True, connect_timeout=5, application_name=f"queuey {what}"
         )
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        with conn.transaction():  # as the tables are made (DeadLetterTable._make)
+            conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         return conn
 
     table = DeadLetterTable(

@@ -4,6 +4,7 @@ PostgreSQL job store (docs/flow-control.md, "Unique jobs")."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -103,8 +104,8 @@ def test_a_queued_or_running_key_is_held_until_the_final_outcome(
         raise Fatal("no export today")
 
     first = p.enqueue(Export(tenant="t"))
-    worker = Worker(h.backend, h.queues, [Handler(Export, doomed)], clock=h.clock, unique_keys=keys)
-    running = start(worker, h)
+    handlers = [Handler(Export, doomed)]
+    running = start(Worker(h.backend, h.queues, handlers, clock=h.clock, unique_keys=keys), h)
     try:
         h.wait_for(done.is_set)
         h.wait_for(lambda: len(h.backend.dead_letters(ALPHA)) == 1)
@@ -137,10 +138,8 @@ def test_producers_racing_for_the_same_keys_make_one_job_a_key(
     def race(i: int) -> None:
         go.wait()
         for n in range(100):
-            try:
+            with contextlib.suppress(DuplicateJobError):
                 made[i].append(producers[i].enqueue(Invoice(invoice_id=n)))
-            except DuplicateJobError:
-                pass
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(len(producers))]
     for t in threads:

@@ -159,6 +159,11 @@ def enqueue(
     if model is None:
         known = ", ".join(sorted(models)) or "none: install a handlers plugin"
         raise usage(f"unknown job type {job_type!r} (known: {known})")
+    from queuey_core.flow.unique_setup import unique_problem  # noqa: PLC0415
+
+    problem = unique_problem(model, settings)
+    if problem is not None:  # before connecting: a key no job of the type can make
+        raise usage(problem)
 
     if file is None:
         assert payload is not None
@@ -249,6 +254,8 @@ def _enqueue_raw(
     except NotEnqueuedError as exc:
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
+    except ValueError as exc:  # a payload without a field of its unique key: unsent
+        raise usage(f"payload: {exc}") from None
     say(sent)
     return sent
 

@@ -2,7 +2,8 @@
 
 Owns: :func:`unique_keys_for` (the backend's own, else the job store's table, else
 None), :func:`check_key_store` (the one line when the settings declare unique jobs and
-name no place for their keys, before anything connects) and :func:`producer_options`.
+name no place for their keys, before anything connects), :func:`unique_problem` (a key
+naming a field the job's model lacks) and :func:`producer_options`.
 Must never: let a process with unique jobs declared start without a place for their
 keys (no silent per-process fallback).
 """
@@ -16,6 +17,7 @@ from queuey_core.errors import ConfigError
 from queuey_core.flow.unique import Unique
 from queuey_core.flow.unique_claims import NO_KEY_STORE
 from queuey_core.flow.unique_keys import UniqueKeys
+from queuey_core.jobs import Job
 from queuey_core.results.setup import results_url
 from queuey_core.settings import Settings
 
@@ -23,6 +25,18 @@ from queuey_core.settings import Settings
 def declared(settings: Settings) -> dict[str, Unique]:
     """The job types ``[unique.*]`` declares unique, by name."""
     return {name: table.declaration() for name, table in settings.unique.items()}
+
+
+def unique_problem(job_type: type[Job], settings: Settings) -> str | None:
+    """Why no job of ``job_type`` could make its key (a field of ``[unique.*]``'s or
+    ``UNIQUE``'s key the model lacks), in one line; None when it can."""
+    unique = declared(settings).get(job_type.NAME) or job_type.UNIQUE
+    if unique is None or not isinstance(unique.key, tuple):
+        return None
+    missing = [f for f in unique.key if f not in job_type.model_fields]
+    if not missing:
+        return None
+    return f"the unique key of {job_type.NAME!r} names {missing[0]!r}, which is not a field of it"
 
 
 def check_key_store(settings: Settings) -> None:

@@ -88,3 +88,33 @@ def test_unique_jobs_on_rabbitmq_without_a_store_are_refused_saying_what_to_add(
     code, _, err = run(path, "enqueue", "greet", '{"name": "ada"}')
     assert code == Exit.USAGE, err
     assert "[results] url" in err
+
+
+def test_a_key_naming_no_field_of_the_job_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = project(tmp_path, '\n[unique.greet]\nkey = ["nope"]\n')
+    code, _, err = run(config, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.USAGE
+    assert "'nope'" in err
+    assert not (tmp_path / "q.db").exists(), "refused before the file was opened"
+    code, _, err = run(config, "enqueue", "greet", "--no-validate", "--queue", "alpha", "{}")
+    assert code == Exit.USAGE, err
+    assert "'nope'" in err
+    assert jobs_in(config) == 0
+
+
+def test_a_store_out_of_reach_fails_closed_one_line_nothing_sent(tmp_path: Path) -> None:
+    config = project(tmp_path, '\n[unique.greet]\nkey = ["name"]\n')
+    code, _, err = run(config, "enqueue", "greet", '{"name": "ada"}')
+    assert code == Exit.OK, err
+    conn = sqlite3.connect(config.parent / "q.db", isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # another process holds the file's write lock
+        path = config.parent / "queuey.toml"
+        path.write_text(path.read_text().replace("q.db", "q.db?busy_timeout=0.2"))
+        code, _, err = run(config, "enqueue", "greet", '{"name": "bob"}')
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+    assert code == Exit.FAILURE
+    assert len(err.strip().splitlines()) == 1, err
+    assert jobs_in(config) == 1, "the unique job was not enqueued unguarded"

@@ -3,6 +3,7 @@ periods, the give-back of a claim never published (docs/flow-control.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from typing import ClassVar
@@ -10,6 +11,7 @@ from typing import ClassVar
 import pytest
 from prometheus_client import CollectorRegistry
 
+from queuey_core import AsyncProducer
 from queuey_core import ConfigError
 from queuey_core import DuplicateJobError
 from queuey_core import Handler
@@ -264,3 +266,21 @@ def test_duplicates_are_counted_by_job_type_for_metrics(producer: Producer) -> N
         "queuey_enqueue_duplicates_total", {"job_type": Invoice.NAME}
     )
     assert counted == 3
+
+
+def test_the_async_producer_reports_the_duplicates_of_every_slice_of_a_batch(
+    backend: MemoryBackend, queues: QueueSet
+) -> None:
+    held = Producer(backend, queues).enqueue(Invoice(invoice_id=7))
+
+    async def main() -> DuplicateJobError:
+        async with AsyncProducer(backend, queues) as producer:
+            with pytest.raises(DuplicateJobError) as caught:
+                await producer.enqueue_many([Invoice(invoice_id=n % 1000) for n in range(1200)])
+            return caught.value
+
+    err = asyncio.run(main())
+    assert len(err.confirmed) == 999, "every key once, but the one held before"
+    assert len(err.duplicates) == 201
+    assert held in set(err.duplicates.values())
+    assert backend.pending(ALPHA) == 1000

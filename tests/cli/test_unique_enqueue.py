@@ -118,3 +118,18 @@ def test_a_store_out_of_reach_fails_closed_one_line_nothing_sent(tmp_path: Path)
     assert code == Exit.FAILURE
     assert len(err.strip().splitlines()) == 1, err
     assert jobs_in(config) == 1, "the unique job was not enqueued unguarded"
+
+
+def test_firing_a_schedule_whose_job_holds_its_key_exits_9(tmp_path: Path) -> None:
+    config = project(
+        tmp_path,
+        '\n[unique.greet]\nkey = ["name"]\n\n'
+        '[schedules.hello]\njob = "greet"\npayload = { name = "cron" }\nevery = "1h"\n',
+    )
+    code, first, err = run(config, "schedules", "fire", "hello")
+    assert code == Exit.OK, err
+    code, out, err = run(config, "schedules", "fire", "hello")
+    assert code == Exit.DUPLICATE, err
+    assert out.strip() == first.strip()
+    assert "not fired: a duplicate of job" in err
+    assert jobs_in(config) == 1

@@ -9,10 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from queuey_cli.main import app
 from queuey_core.process.exits import Exit
+from tests.cli.conftest import run_with_config
 
 
 def project(tmp_path: Path, extra: str = "") -> Path:
@@ -25,11 +24,7 @@ def project(tmp_path: Path, extra: str = "") -> Path:
     return path
 
 
-def run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["--config", str(config), *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.stdout + result.stderr
-    return result.exit_code, result.stdout, result.stderr
+run = run_with_config
 
 
 def jobs_in(config: Path) -> int:

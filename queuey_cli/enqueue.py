@@ -3,7 +3,8 @@
 One job prints its id. A failure says which of two things happened: exit 1, the job
 was not enqueued (running the command again cannot duplicate it); exit 4, it may or may
 not be on the broker (run it again with ``--job-id`` set to the printed id, so that a
-duplicate carries the same id).
+duplicate carries the same id). A third: exit 9, a duplicate of a job that holds its
+unique key, not enqueued; the holder's id is printed instead.
 
 ``--file`` is a bulk run that can be resumed: see :mod:`queuey_cli.enqueue_file`.
 
@@ -27,7 +28,7 @@ from queuey_cli.output import Exit, error, say
 
 if TYPE_CHECKING:
     from queuey_cli.job_lines import Line
-    from queuey_core import QueueSet
+    from queuey_core import DuplicateJobError, Producer, QueueSet
     from queuey_core.settings import Settings
 
 # What a run uses (pydantic, the settings, the producer) is imported where it runs, so
@@ -158,6 +159,11 @@ def enqueue(
     if model is None:
         known = ", ".join(sorted(models)) or "none: install a handlers plugin"
         raise usage(f"unknown job type {job_type!r} (known: {known})")
+    from queuey_core.flow.unique_setup import unique_problem  # noqa: PLC0415
+
+    problem = unique_problem(model, settings)
+    if problem is not None:  # before connecting: a key no job of the type can make
+        raise usage(problem)
 
     if file is None:
         assert payload is not None
@@ -186,11 +192,17 @@ def enqueue(
 def _enqueue_one(
     settings: Settings, queue_set: QueueSet, line: Line, delay: float | None, priority: int | None
 ) -> uuid.UUID:
-    from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer  # noqa: PLC0415
+    from queuey_core import (  # noqa: PLC0415
+        DuplicateJobError,
+        EnqueueUnknownError,
+        NotEnqueuedError,
+    )
 
-    producer = Producer(backend(settings), queue_set)
+    producer = _producer(settings, queue_set)
     try:
         job_id = producer.enqueue(line.job, delay=delay, priority=priority, job_id=line.job_id)
+    except DuplicateJobError as exc:
+        raise _duplicate(exc) from None
     except EnqueueUnknownError as exc:
         error(str(exc))
         raise typer.Exit(Exit.UNKNOWN) from None
@@ -212,7 +224,11 @@ def _enqueue_raw(
     job_id: uuid.UUID | None,
 ) -> uuid.UUID:
     """``--no-validate``: every check but the model's, before connecting; then publish."""
-    from queuey_core import EnqueueUnknownError, NotEnqueuedError, Producer  # noqa: PLC0415
+    from queuey_core import (  # noqa: PLC0415
+        DuplicateJobError,
+        EnqueueUnknownError,
+        NotEnqueuedError,
+    )
     from queuey_core.first_attempts import make_raw_envelope  # noqa: PLC0415
 
     try:
@@ -225,16 +241,42 @@ def _enqueue_raw(
         make_raw_envelope(job_type, data, queue_set, queue=queue, priority=priority, enqueued_at=0)
     except ValueError as exc:
         raise usage(f"payload: {exc}") from None
-    producer = Producer(backend(settings), queue_set)
+    producer = _producer(settings, queue_set)
     try:
         sent = producer.enqueue_raw(
             job_type, data, queue=queue, priority=priority, delay=delay, job_id=job_id
         )
+    except DuplicateJobError as exc:
+        raise _duplicate(exc) from None
     except EnqueueUnknownError as exc:
         error(str(exc))
         raise typer.Exit(Exit.UNKNOWN) from None
     except NotEnqueuedError as exc:
         error(str(exc))
         raise typer.Exit(Exit.FAILURE) from None
+    except ValueError as exc:  # a payload without a field of its unique key: unsent
+        raise usage(f"payload: {exc}") from None
     say(sent)
     return sent
+
+
+def _producer(settings: Settings, queue_set: QueueSet) -> Producer:
+    """A producer on the settings' backend, with their unique jobs (``[unique.*]``, and
+    the job store's table for the keys on RabbitMQ)."""
+    from queuey_core import Producer  # noqa: PLC0415
+    from queuey_core.flow.unique_setup import (  # noqa: PLC0415
+        check_key_store,
+        producer_options,
+    )
+
+    check_key_store(settings)  # before connecting
+    broker = backend(settings)
+    return Producer(broker, queue_set, **producer_options(broker, settings))
+
+
+def _duplicate(exc: DuplicateJobError) -> typer.Exit:
+    """Exit 9 for a duplicate: the holder's id on stdout (the job that will run), and
+    one line on stderr."""
+    say(exc.existing)
+    error(f"not enqueued: a duplicate of job {exc.existing}, which holds its unique key")
+    return typer.Exit(Exit.DUPLICATE)

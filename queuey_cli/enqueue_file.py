@@ -6,6 +6,9 @@ it in batches with SIGINT / SIGTERM handlers installed for the run (the first st
 between batches, a second at once), and, whatever ends it, the counts (confirmed,
 unknown, refused, not sent), the republished count, the ``--failed-to`` file and the
 exit code. Also the helpers the one-job path shares: parsing a payload, the backend.
+A line refused as a duplicate (another job holds its unique key: on the embedded
+backend, a line whose job id was enqueued before) is counted as such, never sent again
+and never written to ``--failed-to``.
 
 The file is read in streaming passes, so that a run holds a few batches, not the file,
 at any size: the first checks every line (and hashes the file) before anything is
@@ -42,6 +45,7 @@ from queuey_cli.job_lines import (
 from queuey_cli.output import Exit, console_of, err, error
 from queuey_core import (
     BackendError,
+    DuplicateJobError,
     EnqueueUnknownError,
     NotEnqueuedError,
     Producer,
@@ -49,6 +53,7 @@ from queuey_core import (
     QueueyError,
 )
 from queuey_core.backends.capabilities import Republishes
+from queuey_core.flow.unique_setup import check_key_store, producer_options
 from queuey_core.pending import PendingBatch, PublishError
 from queuey_core.results.setup import results_url, store_for
 from queuey_core.results.store import JobStore
@@ -155,6 +160,7 @@ def publish_all(
         console=console_of(err),
         transient=True,
     )
+    check_key_store(settings)  # before connecting: nothing sent
     store = _job_store(settings)
     producer: Producer | None = None
     try:
@@ -162,7 +168,13 @@ def publish_all(
             rabbit = backend(settings)
             # Each batch is recorded as queued once confirmed, by the call that counts
             # it: the writes overlap the batches still in flight, and none is dropped.
-            producer = Producer(rabbit, queue_set, job_store=store, record_now=True)
+            producer = Producer(
+                rabbit,
+                queue_set,
+                job_store=store,
+                record_now=True,
+                **producer_options(rabbit, settings),
+            )
             task = progress.add_task("enqueue", total=run.file.jobs)
             _publish_batches(
                 run, producer, stop, delay, priority, lambda n: progress.advance(task, n)
@@ -251,14 +263,18 @@ def _outcome(
     ``pending``; whether every line of it was confirmed."""
     batch, sent = pending[0]
     failure: PublishError | None = None
+    duplicates: dict[Any, Any] = {}
     try:
         sent.result()
     except (EnqueueUnknownError, NotEnqueuedError) as exc:
         failure = exc
+    except DuplicateJobError as exc:  # the others confirmed
+        duplicates = exc.duplicates
     with stop.deferred():  # counted and taken off together, never twice or not at all
         pending.popleft()
         if failure is None:
-            run.counts[Outcome.CONFIRMED] += len(batch)
+            _settle(run, [line for line in batch if line.job_id in duplicates], Outcome.DUPLICATE)
+            run.counts[Outcome.CONFIRMED] += sum(1 for x in batch if x.job_id not in duplicates)
         else:
             _sort(run, batch, failure)
     if failure is not None:
@@ -273,7 +289,7 @@ def _settle(run: Run, lines: list[Line], outcome: Outcome) -> None:
     for line in lines:
         line.outcome = outcome
     run.counts[outcome] += len(lines)
-    if outcome is not Outcome.CONFIRMED:
+    if outcome not in (Outcome.CONFIRMED, Outcome.DUPLICATE):
         run.failed.extend(lines)
 
 
@@ -281,7 +297,9 @@ def _sort(run: Run, batch: list[Line], exc: EnqueueUnknownError | NotEnqueuedErr
     """Each line of a failed batch as the error says (unknown when it does not say)."""
     unknown, refused, confirmed = set(exc.unknown), set(exc.not_enqueued), set(exc.confirmed)
     for line in batch:
-        if line.job_id in unknown:
+        if line.job_id in exc.duplicates:
+            outcome = Outcome.DUPLICATE
+        elif line.job_id in unknown:
             outcome = Outcome.UNKNOWN
         elif line.job_id in refused:
             outcome = Outcome.REFUSED
@@ -297,8 +315,16 @@ def _sort(run: Run, batch: list[Line], exc: EnqueueUnknownError | NotEnqueuedErr
 def report(run: Run, failed_to: Path | None) -> Exit:
     """Print how the run went, write --failed-to, and choose the exit code."""
     total = run.file.jobs
-    left = total - run.count(Outcome.CONFIRMED)
-    if not left:
+    duplicates = run.count(Outcome.DUPLICATE)
+    left = total - run.count(Outcome.CONFIRMED) - duplicates
+    if not left and duplicates:
+        err.print(
+            f"{run.path}: {run.count(Outcome.CONFIRMED):,} confirmed, {duplicates:,} "
+            f"duplicates of jobs that hold their unique keys (not enqueued again), of "
+            f"{total:,} jobs",
+            highlight=False,
+        )
+    elif not left:
         err.print(
             f"enqueued {total} jobs from {run.path} in {run.seconds:.2f}s "
             f"({total / max(run.seconds, 1e-9):,.0f}/s), every one confirmed by the broker",
@@ -327,7 +353,7 @@ def report(run: Run, failed_to: Path | None) -> Exit:
                 highlight=False,
             )
     if not left:
-        return Exit.OK
+        return Exit.DUPLICATE if duplicates else Exit.OK
     if run.count(Outcome.UNKNOWN):
         return Exit.UNKNOWN
     if run.stopped:

@@ -35,6 +35,9 @@ class Outcome(enum.Enum):
     CONFIRMED = "confirmed"
     UNKNOWN = "unknown (may or may not be enqueued)"
     REFUSED = "refused"
+    #: Not enqueued: another job holds its unique key (the job id a line chose, on a
+    #: backend that keeps keys: the line was enqueued before).
+    DUPLICATE = "duplicate"
     NOT_SENT = "not sent"
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
-from queuey_cli.output import Column, error, listing, out, print_json
+from queuey_cli.output import Column, Exit, error, listing, out, print_json
 
 if TYPE_CHECKING:
     from queuey_core import QueueSet, Schedule
@@ -148,7 +148,8 @@ def fire(
     name: Annotated[str, typer.Argument(help="The schedule to fire now.")],
 ) -> None:
     """Enqueue one job of a schedule now (prints its id); its ticks are unchanged."""
-    from queuey_core import QueueSet  # noqa: PLC0415
+    from queuey_core import DuplicateJobError, QueueSet  # noqa: PLC0415
+    from queuey_core.flow.unique_setup import check_key_store, producer_options  # noqa: PLC0415
     from queuey_core.producer import Producer  # noqa: PLC0415
 
     settings, queue_set, configured = _configured(ctx)
@@ -156,11 +157,20 @@ def fire(
     if chosen is None:
         known = ", ".join(s.name for s in configured) or "none configured"
         raise usage(f"unknown schedule {name!r} (known: {known})")
+    check_key_store(settings)
     broker = backend(settings)
     try:
         # A producer of this schedule's queue only: it declares that one, as before.
-        producer = Producer(broker, QueueSet([queue_set[chosen.job.QUEUE]]))
+        producer = Producer(
+            broker,
+            QueueSet([queue_set[chosen.job.QUEUE]]),
+            **producer_options(broker, settings),
+        )
         job_id = producer.enqueue(chosen.job, priority=chosen.priority)
+    except DuplicateJobError as exc:
+        out.print(str(exc.existing), highlight=False)
+        error(f"not fired: a duplicate of job {exc.existing}, which holds its unique key")
+        raise typer.Exit(Exit.DUPLICATE) from None
     finally:
         broker.close()
     out.print(str(job_id), highlight=False)

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_v
 from pydantic_core import to_json
 
 from queuey_core.errors import DecodeError
+from queuey_core.flow.unique import UniqueMark
 from queuey_core.jobs import Job, job_identity
 from queuey_core.limits import MAX_QUEUE_NAME_BYTES, MAX_SHORT_STRING_BYTES
 from queuey_core.trace_context import TracedModel
@@ -162,6 +163,14 @@ class Envelope(TracedModel):
     )
     payload: dict[str, Any] = Field(
         description="The job's fields, validated against the job type's model by the worker."
+    )
+    # None: left out, a job without a key is the same bytes as before.
+    unique: tuple[UniqueMark, ...] | None = Field(
+        default=None,
+        max_length=2,
+        exclude_if=lambda marks: marks is None,
+        description="Protocol 1.3: the unique keys the job holds (docs/flow-control.md), for "
+        "the worker to let go of when their period ends; kept through retries and deferrals.",
     )
 
     @field_validator("v", mode="before")

@@ -19,6 +19,8 @@
     ├── MissingCapabilityError        the backend cannot do what was asked (dead-letter
     │                                 tools, inspection, control, schedules: see
     │                                 queuey_core.backends.capabilities)
+    ├── DuplicateJobError             an enqueue refused: another job holds its unique key
+    │                                 (nothing was published for it; the holder's id attached)
     ├── JobStoreError                 the job store refused, or could not be reached
     ├── ResultTooLargeError           a handler's result over the [results] size limit
     ├── JobWaitTimeout                wait() gave up before the job finished
@@ -150,6 +152,8 @@ class _PublishError(BackendError):
         self.confirmed: tuple[uuid.UUID, ...] = tuple(confirmed)
         self.not_enqueued: tuple[uuid.UUID, ...] = tuple(not_enqueued)
         self.unknown: tuple[uuid.UUID, ...] = tuple(unknown)
+        #: Jobs of the batch refused as duplicates (never sent): refused id -> holder's id.
+        self.duplicates: dict[uuid.UUID, uuid.UUID] = {}
 
     @property
     def job_ids(self) -> tuple[uuid.UUID, ...]:
@@ -220,6 +224,31 @@ class MissingCapabilityError(QueueyError):
     Raised by :func:`queuey_core.backends.capabilities.require`, with one line naming
     the backend, what it cannot do, and what needed it.
     """
+
+
+class DuplicateJobError(QueueyError):
+    """The fourth outcome of an enqueue: not enqueued, because another job holds its
+    unique key (docs/flow-control.md, "Unique jobs"). Nothing was published for it, so
+    this is not a failure to retry: the job that holds the key will run.
+
+    ``job_id`` is the refused job's id and ``existing`` the holder's (the same id when a
+    job id the caller chose is already enqueued). From a batch, ``duplicates`` maps every
+    refused id to its holder and ``confirmed`` lists the jobs that were enqueued.
+    """
+
+    def __init__(
+        self,
+        duplicates: dict[uuid.UUID, uuid.UUID],
+        *,
+        confirmed: Iterable[uuid.UUID] = (),
+    ) -> None:
+        if not duplicates:
+            raise ValueError("a DuplicateJobError names at least one duplicate")
+        self.duplicates = dict(duplicates)
+        self.confirmed: tuple[uuid.UUID, ...] = tuple(confirmed)
+        self.job_id, self.existing = next(iter(self.duplicates.items()))
+        more = f" (+{len(self.duplicates) - 1} more)" if len(self.duplicates) > 1 else ""
+        super().__init__(f"job {self.job_id} is a duplicate of {self.existing}{more}")
 
 
 class JobStoreError(QueueyError):

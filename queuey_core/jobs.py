@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
 from queuey_core.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from queuey_core.flow.unique import Unique
 
 
 class Job(BaseModel):
@@ -14,7 +17,8 @@ class Job(BaseModel):
 
     Subclasses set ``NAME`` (the job type on the wire, unique in an application) and
     ``QUEUE`` (a queue of the application's queue set), and may set ``RETRY`` to
-    override the queue's retry policy::
+    override the queue's retry policy, and ``UNIQUE`` to refuse a second enqueue of the
+    same key while the first holds it (:class:`~queuey_core.flow.unique.Unique`)::
 
         class Greet(Job):
             NAME = "greet"
@@ -25,6 +29,7 @@ class Job(BaseModel):
     NAME: ClassVar[str]
     QUEUE: ClassVar[str]
     RETRY: ClassVar[RetryPolicy | None] = None
+    UNIQUE: ClassVar[Unique | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

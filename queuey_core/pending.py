@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from queuey_core.envelope import EncodedEnvelope, Envelope
-from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError
+from queuey_core.errors import DuplicateJobError, EnqueueUnknownError, NotEnqueuedError
 
 if TYPE_CHECKING:
     from queuey_core.results.producing import QueuedRecorder
@@ -34,6 +34,9 @@ class PendingBatch:
         error: the publish's error, when it already failed.
         recorder: told of the batch once it is confirmed (of the jobs confirmed, when
             only some were).
+        settle: told of the publish's outcome once (the error, or None): what keeps or
+            gives back the jobs' unique keys.
+        duplicates: jobs left out of the batch as duplicates: their id -> the holder's.
     """
 
     def __init__(
@@ -43,8 +46,12 @@ class PendingBatch:
         wait: Callable[[], None] | None = None,
         error: PublishError | None = None,
         recorder: QueuedRecorder | None = None,
+        settle: Callable[[PublishError | None], None] | None = None,
+        duplicates: dict[uuid.UUID, uuid.UUID] | None = None,
     ) -> None:
         self._envelopes = envelopes
+        self._settle = settle
+        self._duplicates = duplicates or {}
         self._wait = wait
         self._error = error
         self._recorder = recorder
@@ -59,6 +66,9 @@ class PendingBatch:
                 the ``confirmed``, ``unknown`` and ``not_enqueued`` job ids.
             NotEnqueuedError: none is in doubt; ``not_enqueued`` lists those that did not
                 make it, ``confirmed`` those that did.
+            DuplicateJobError: every other job was confirmed, and these were refused as
+                duplicates (``duplicates``: refused id -> holder's id); a publish error
+                above carries the batch's duplicates in its ``duplicates`` too.
         """
         if self._wait is not None:
             try:
@@ -68,8 +78,14 @@ class PendingBatch:
             # (not before: a wait cut short by anything else, a KeyboardInterrupt, is
             # no outcome, and a later call waits again)
             self._wait = None
+        if self._settle is not None:
+            if self._error is not None:
+                attribute(self._error, [env.job_id for env in self._envelopes])
+            self._settle(self._error)
+            self._settle = None  # once
         if self._error is not None:
             attribute(self._error, [env.job_id for env in self._envelopes])
+            self._error.duplicates = dict(self._duplicates)
             if self._recorder is not None and self._error.confirmed:
                 confirmed = set(self._error.confirmed)
                 self._recorder.enqueued(e for e in self._envelopes if e.job_id in confirmed)
@@ -79,6 +95,8 @@ class PendingBatch:
             if self._recorder is not None:
                 self._recorder.enqueued(self._envelopes)
             self._ids = [env.job_id for env in self._envelopes]
+        if self._duplicates:
+            raise DuplicateJobError(self._duplicates, confirmed=self._ids)
         return self._ids
 
 

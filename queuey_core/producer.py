@@ -36,6 +36,7 @@ from queuey_core.envelope import (
 )
 from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError
 from queuey_core.first_attempts import json_object, make_envelope, make_raw_envelope
+from queuey_core.flow.unique_claims import UniqueClaims, encoded_mark
 from queuey_core.job_ids import JOB_ID_NAMESPACE, JobId, job_id_for
 from queuey_core.jobs import Job
 from queuey_core.limits import check_delay
@@ -48,6 +49,8 @@ from queuey_core.uuid7 import uuid7
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.unique import Unique
+    from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.results.producing import QueuedRecorder
     from queuey_core.results.store import JobStore
 
@@ -73,6 +76,9 @@ class Producer:
     With a ``job_store``, published jobs are recorded as queued, in batches by a writer
     thread, or before each call returns with ``record_now`` (docs/results.md). Call
     :meth:`close` before the process ends to write what is waiting.
+
+    Unique jobs (``UNIQUE``, or ``unique`` by job type name) have their keys claimed
+    in ``unique_keys`` before they are published: see :class:`.UniqueClaims`.
     """
 
     def __init__(
@@ -84,8 +90,12 @@ class Producer:
         tracer_provider: TracerProvider | None = None,
         job_store: JobStore | None = None,
         record_now: bool = False,
+        unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
     ) -> None:
         self._backend = backend
+        #: Claims the keys of unique jobs; counts the duplicates (``unique.duplicates()``).
+        self.unique = UniqueClaims.of(backend, unique_keys, unique)
         self._queues = queues
         self._clock: Clock = clock or SystemClock()
         # Looked for once: no provider, no per-job cost.
@@ -128,9 +138,11 @@ class Producer:
             NotEnqueuedError: the broker refused it, could not route it, or it was never
                 sent. ConfigError and ValueError (bad job, priority, delay or id) too
                 mean nothing was published.
+            DuplicateJobError: another job holds its unique key; nothing was published.
         """
         _check_delay(delay)
         env = self.envelope(job, priority=priority, job_id=job_id)
+        env = self.unique.mark(env, type(job), job_id)
         self._publish(env, delay)
         if self.recorder is not None:
             self.recorder.enqueued([env])
@@ -170,12 +182,20 @@ class Producer:
             enqueued_at=self._clock.wall_ms(),
             job_id=job_id,
         )
+        env = self.unique.mark(env, None, job_id)
         self._publish(env, delay)
         if self.recorder is not None:
             self.recorder.enqueued([env])
         return env.job_id
 
     def _publish(self, env: Envelope, delay: float | None) -> None:
+        """Publish one envelope, its unique keys claimed first; see :meth:`_publish_one`."""
+        if env.unique:
+            self.unique.guarded(env, lambda: self._publish_one(env, delay), self._clock.wall_ms)
+        else:
+            self._publish_one(env, delay)
+
+    def _publish_one(self, env: Envelope, delay: float | None) -> None:
         """Publish one envelope, in its PRODUCER span when tracing."""
         tracing = self._tracing
         try:
@@ -239,30 +259,44 @@ class Producer:
         jobs = list(jobs)
         ids = _keys(jobs, job_ids)
         backend = self._backend
+        models: list[Envelope] | None = None
+        pending: dict[str, Any] = {"recorder": self.recorder}
+        if self.unique.applies(jobs, ids):  # keys claimed first, duplicates left out
+            marked = [
+                self.unique.mark(self.envelope(job, priority=priority, job_id=key), type(job), key)
+                for job, key in zip(jobs, ids, strict=True)
+            ]
+            models, more = self.unique.begin(marked, self._clock)
+            pending.update(more)
         # Traced, each message carries headers: the models' path, which writes them.
         if isinstance(backend, PublishesEncoded) and self._tracing is None:
-            encoded = self._encode_many(jobs, ids, priority)
+            encoded = (
+                self._encode_many(jobs, ids, priority)
+                if models is None
+                else [encoded_mark(env) for env in models]
+            )
             items = [(env, delay) for env in encoded]
             try:
                 if isinstance(backend, PublishesAhead):
-                    wait = backend.publish_ahead(items)
-                    return PendingBatch(encoded, wait=wait, recorder=self.recorder)
+                    return PendingBatch(encoded, wait=backend.publish_ahead(items), **pending)
                 backend.publish_encoded(items)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
-                return PendingBatch(encoded, error=exc, recorder=self.recorder)
-            return PendingBatch(encoded, recorder=self.recorder)
-        envelopes = [
-            self.envelope(job, priority=priority, job_id=job_id)
-            for job, job_id in zip(jobs, ids, strict=True)
-        ]
+                return PendingBatch(encoded, error=exc, **pending)
+            return PendingBatch(encoded, **pending)
+        if models is None:
+            models = [
+                self.envelope(job, priority=priority, job_id=job_id)
+                for job, job_id in zip(jobs, ids, strict=True)
+            ]
+        error = None
         try:
-            with self._span(envelopes) as trace:
+            with self._span(models) as trace:
                 if trace is not None:
-                    envelopes = [env.with_trace(trace) for env in envelopes]
-                backend.publish_many([(env, delay) for env in envelopes])
+                    models = [env.with_trace(trace) for env in models]
+                backend.publish_many([(env, delay) for env in models])
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
-            return PendingBatch(envelopes, error=exc, recorder=self.recorder)
-        return PendingBatch(envelopes, recorder=self.recorder)
+            error = exc
+        return PendingBatch(models, error=error, **pending)
 
     def check_many(
         self,

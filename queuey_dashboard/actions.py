@@ -191,6 +191,8 @@ def cancel(request: Request, form: FormData) -> Response:
 @write
 def fire(request: Request, form: FormData) -> Response:
     """Enqueue one job of a schedule now; its ticks are unchanged."""
+    from queuey_core.errors import DuplicateJobError  # noqa: PLC0415
+    from queuey_core.flow.unique_setup import producer_options  # noqa: PLC0415
     from queuey_core.producer import Producer  # noqa: PLC0415
 
     board = dashboard_of(request)
@@ -200,8 +202,18 @@ def fire(request: Request, form: FormData) -> Response:
         raise HTTPException(404, f"no schedule {name!r}")
     queue_set = board.settings.queue_set()
     # A producer of this schedule's queue only, as `queuey schedules fire` makes.
-    producer = Producer(board.backend(), QueueSet([queue_set[chosen.job.QUEUE]]))
-    job_id = producer.enqueue(chosen.job, priority=chosen.priority)
+    broker = board.backend()
+    producer = Producer(
+        broker,
+        QueueSet([queue_set[chosen.job.QUEUE]]),
+        **producer_options(broker, board.settings),
+    )
+    try:
+        job_id = producer.enqueue(chosen.job, priority=chosen.priority)
+    except DuplicateJobError as exc:
+        raise HTTPException(
+            409, f"{name}: not fired, a duplicate of job {exc.existing}, which holds its unique key"
+        ) from None
     return done(request, f"fired {name}: job {job_id}", "/schedules")
 
 

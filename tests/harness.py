@@ -45,11 +45,13 @@ from queuey_core.backends.capabilities import CancelWatch
 from queuey_core.backends.capabilities import DeadLetterPage
 from queuey_core.backends.capabilities import DeadLetterTools
 from queuey_core.backends.capabilities import DeadLetterWindow
+from queuey_core.backends.capabilities import HoldsUniqueKeys
 from queuey_core.backends.capabilities import SupportsCancellation
 from queuey_core.backends.capabilities import SupportsPause
 from queuey_core.backends.capabilities import require
 from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
+from queuey_core.flow.unique_keys import UniqueKeys
 from tests.support import seed_queues
 
 AMQP_URL = os.environ.get("QUEUEY_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -270,12 +272,16 @@ class RecordingRabbit(PassingCancels, PassingPauses):
         return self.rabbit.is_closed()
 
 
-class RecordingSqlite(PassingCancels, PassingPauses):
-    """A SqliteBackend that records what was acked (see :class:`Recording`)."""
+class RecordingSqlite(PassingCancels, PassingPauses, HoldsUniqueKeys):
+    """A SqliteBackend that records what was acked (see :class:`Recording`), and passes
+    on its unique keys (asked for by type, as cancels are)."""
 
     def __init__(self, inner: SqliteBackend) -> None:
         super().__init__(inner)
         self.sqlite = inner
+
+    def unique_keys(self) -> UniqueKeys:
+        return self.sqlite.unique_keys()
 
     def pending(self, queue: str) -> int:
         return self.sqlite.counts([queue])[queue][0].ready

@@ -1,11 +1,12 @@
 """The asyncio producer: ``await producer.enqueue(job)`` from a web app's request handler.
 
 :class:`AsyncProducer` keeps every promise of :class:`~queuey_core.producer.Producer`
-(the same checks before anything is published, the same three outcomes, the same
-errors; see :mod:`queuey_core.producer`), and never blocks the event loop that awaits
-it: the publish and its confirm wait run on threads of the producer's own, so a batch of
-ten thousand jobs is confirmed while the loop goes on serving requests. One instance is
-safe to share across tasks (and loops), and ``async with`` closes it.
+(the same checks before anything is published, the same outcomes, duplicates of unique
+jobs included, the same errors; see :mod:`queuey_core.producer`), and never blocks the
+event loop that awaits it: the publish and its confirm wait run on threads of the
+producer's own, so a batch of ten thousand jobs is confirmed while the loop goes on
+serving requests. One instance is safe to share across tasks (and loops), and ``async
+with`` closes it.
 
 A large batch is encoded and published in slices (:data:`SLICE` jobs, each under a
 millisecond of work), and the loop gets the interpreter back between two slices: a
@@ -13,7 +14,8 @@ thread that kept it for the whole batch would make the loop wait up to the
 interpreter's switch interval (5 ms) at every turn. A batch keeps the outcome of one
 call: every job is checked before any is published; if a slice fails, the slices after
 it are not sent, and the error lists what was confirmed, what is in doubt and what was
-not enqueued, across the whole batch.
+not enqueued, across the whole batch. Duplicates of a slice do not stop the others: the
+batch then ends with one DuplicateJobError listing them all, and every job confirmed.
 
 Owns: moving the producer's work off the loop, and closing. Must never: call the
 backend on the loop's thread, or lose track of a job of a batch (each is confirmed,
@@ -32,7 +34,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock
-from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError, QueueyError
+from queuey_core.errors import (
+    DuplicateJobError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    QueueyError,
+)
 from queuey_core.jobs import Job
 from queuey_core.producer import JobId, Producer
 from queuey_core.queues import QueueSet
@@ -40,6 +47,8 @@ from queuey_core.queues import QueueSet
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.unique import Unique
+    from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.results.store import JobStore
 
 T = TypeVar("T")
@@ -71,6 +80,7 @@ class AsyncProducer:
             threads, never on the loop).
         close_backend: close the backend too in :meth:`aclose` (off by default: a
             backend is often shared).
+        unique_keys, unique: as :class:`~queuey_core.producer.Producer`'s (unique jobs).
     """
 
     def __init__(
@@ -83,6 +93,8 @@ class AsyncProducer:
         job_store: JobStore | None = None,
         record_now: bool = False,
         close_backend: bool = False,
+        unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
     ) -> None:
         self._producer = Producer(
             backend,
@@ -91,6 +103,8 @@ class AsyncProducer:
             tracer_provider=tracer_provider,
             job_store=job_store,
             record_now=record_now,
+            unique_keys=unique_keys,
+            unique=unique,
         )
         self._backend = backend
         self._close_backend = close_backend
@@ -172,26 +186,34 @@ class AsyncProducer:
             self._producer.check_many, jobs, delay=delay, priority=priority, job_ids=job_ids
         )
         confirmed: list[uuid.UUID] = []
+        duplicates: dict[uuid.UUID, uuid.UUID] = {}
         size = FIRST_SLICE
         start = 0
         while start < len(jobs):
             part, part_ids = jobs[start : start + size], ids[start : start + size]
             try:
                 done, cpu = await self._run(self._publish_slice, part, part_ids, delay, priority)
+            except DuplicateJobError as exc:  # the slice's others are confirmed
+                done, cpu = list(exc.confirmed), None  # (its CPU unknown: size kept)
+                duplicates.update(exc.duplicates)
             except (NotEnqueuedError, EnqueueUnknownError) as exc:
                 exc.with_jobs(
                     confirmed=[*confirmed, *exc.confirmed],
                     unknown=exc.unknown,
                     not_enqueued=[*exc.not_enqueued, *ids[start + len(part) :]],
                 )
+                exc.duplicates = {**duplicates, **exc.duplicates}
                 raise
             confirmed += done
             start += len(part)
-            # The next slice sized to take the publishing thread about SLICE_CPU of CPU.
-            per_job = cpu / len(part)
-            size = int(
-                min(MAX_SLICE, max(MIN_SLICE, SLICE_CPU / per_job if per_job else MAX_SLICE))
-            )
+            if cpu is not None:
+                # The next slice sized to take the publishing thread about SLICE_CPU of CPU.
+                per_job = cpu / len(part)
+                size = int(
+                    min(MAX_SLICE, max(MIN_SLICE, SLICE_CPU / per_job if per_job else MAX_SLICE))
+                )
+        if duplicates:
+            raise DuplicateJobError(duplicates, confirmed=confirmed)
         return confirmed
 
     def _publish_slice(

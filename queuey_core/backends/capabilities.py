@@ -22,6 +22,8 @@ Protocol of its own:
   (``queuey queues pause``; defined in :mod:`queuey_core.flow.pause_capability`);
 - :class:`HoldsLeases`: deliveries are leases kept in shared storage, which a process
   stopped at once gives back itself (the worker's forced stop);
+- :class:`HoldsUniqueKeys`: keeps the unique keys of jobs itself, and holds a job id
+  the caller chose as one (the producer and the worker; docs/flow-control.md);
 - :class:`EarlyAck`, of a *delivery*: ack without waiting for the broker (the dispatcher
   asks :func:`acks_early`, an ``isinstance`` kept per delivery class);
 - :class:`SettlesInProcess`, of a *delivery*: every settle returns without waiting (the
@@ -61,6 +63,7 @@ from queuey_core.errors import BackendError, MissingCapabilityError
 from queuey_core.flow.pause_capability import SupportsPause as SupportsPause  # noqa: PLC0414
 
 if TYPE_CHECKING:
+    from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.schedules.election import Election
     from queuey_core.schedules.state import ScheduleState
 
@@ -213,6 +216,17 @@ class HoldsLeases(Protocol):
         """Stop taking deliveries and give back every one this backend holds, waiting
         at most ``timeout`` seconds for the storage; what became of them, a phrase for
         the log ("were given back ...", "stay leased ... for up to ...")."""
+
+
+@runtime_checkable
+class HoldsUniqueKeys(Protocol):
+    """A backend that keeps unique keys in its own storage (the embedded file, the
+    in-memory backend's process), where a claim can be exact; a job id the caller
+    chose is then a key too, held while the job is queued or running. RabbitMQ keeps
+    them in the job store instead (:func:`queuey_core.flow.unique_setup.unique_keys_for`)."""
+
+    def unique_keys(self) -> UniqueKeys:
+        """Where this backend's unique keys are held."""
 
 
 @runtime_checkable

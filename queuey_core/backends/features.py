@@ -21,6 +21,7 @@ from typing import Any
 from queuey_core.backends.capabilities import (
     ConnectionReporting,
     DeadLetterTools,
+    HoldsUniqueKeys,
     Inspectable,
     PublishesAhead,
     PublishesEncoded,
@@ -43,6 +44,7 @@ CAPABILITIES: dict[str, type] = {
     "connection_reporting": ConnectionReporting,
     "cancellation": SupportsCancellation,
     "pause": SupportsPause,
+    "unique_keys": HoldsUniqueKeys,
 }
 
 

@@ -30,6 +30,7 @@ from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
     DeadLetter,
+    HoldsUniqueKeys,
     Inspectable,
     Inspection,
     PublishesEncoded,
@@ -58,6 +59,7 @@ from queuey_core.errors import (
     DecodeError,
     UnroutableError,
 )
+from queuey_core.flow.unique_keys import MemoryUniqueKeys
 from queuey_core.limits import check_delay
 from queuey_core.queues import QueueConfig
 from queuey_core.text import ascii_printable, body_preview, message_handle
@@ -66,7 +68,13 @@ logger = logging.getLogger(__name__)
 
 
 class MemoryBackend(
-    MemoryDeadLetters, Inspectable, SupportsControl, PublishesEncoded, MemoryCancels, MemoryPauses
+    MemoryDeadLetters,
+    Inspectable,
+    SupportsControl,
+    PublishesEncoded,
+    MemoryCancels,
+    MemoryPauses,
+    HoldsUniqueKeys,
 ):
     """A broker in a dict, for tests and demos. See the module docstring."""
 
@@ -80,6 +88,11 @@ class MemoryBackend(
         self._seq = itertools.count()
         self._closed = False
         self._control = MemoryControl()
+        self._unique = MemoryUniqueKeys()
+
+    def unique_keys(self) -> MemoryUniqueKeys:
+        """See :class:`HoldsUniqueKeys`: a dict of this process."""
+        return self._unique
 
     # -- Backend -----------------------------------------------------------------
 

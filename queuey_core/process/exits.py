@@ -21,4 +21,5 @@ class Exit(IntEnum):
     WAIT_TIMEOUT = 6  # enqueue --wait: the job had not finished in time
     NO_SUCH_JOB = 7  # job / cancel: the job store does not know that id
     ALREADY_FINISHED = 8  # cancel: the job had already finished
+    DUPLICATE = 9  # enqueue: another job holds the unique key; nothing enqueued for it
     FORCED = 130  # a second signal, or the shutdown timeout: stopped at once

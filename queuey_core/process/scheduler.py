@@ -56,11 +56,12 @@ def make_scheduler(
     metrics: SchedulerMetrics | None = None,
 ) -> Scheduler:
     """A scheduler electing through the broker and keeping its ticks there,
-    counting its firings in ``metrics`` if given."""
+    counting its firings (and its duplicates) in ``metrics`` if given."""
+    from queuey_core.flow.unique_setup import producer_options  # noqa: PLC0415
     from queuey_core.schedules import Scheduler  # noqa: PLC0415
 
     scheduling = require(broker, SupportsSchedules, "`queuey scheduler`")
-    return Scheduler(
+    scheduler = Scheduler(
         broker,
         queue_set,
         schedules,
@@ -69,7 +70,13 @@ def make_scheduler(
         grace=settings.scheduler.grace,
         on_fire=metrics.fired if metrics is not None else None,
         on_fire_failed=metrics.fire_failed if metrics is not None else None,
+        **producer_options(broker, settings),
     )
+    if metrics is not None:
+        from queuey_core.flow.unique_metrics import DuplicatesCollector  # noqa: PLC0415
+
+        metrics.registry.register(DuplicatesCollector(scheduler.duplicates))
+    return scheduler
 
 
 def run_scheduler(

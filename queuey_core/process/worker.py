@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from queuey_core.errors import ConfigError
+from queuey_core.flow.unique_setup import check_key_store, unique_keys_for
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
 from queuey_core.process.stops import STOP_SIGNALS, StopRequests
@@ -150,6 +151,7 @@ def _run_one(
     if recorder is not None and metrics is not None:
         metrics.registry.register(recorder.collector())
     try:
+        check_key_store(settings)  # before connecting: one line, nothing consumed
         broker = backend_for(settings)
         w = Worker(
             broker,
@@ -164,6 +166,7 @@ def _run_one(
             hooks=[h for h in (link, metrics, recorder) if h is not None],
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
             control_secret=_control_secret(settings),
+            unique_keys=unique_keys_for(broker, settings),
         )
         beside = None
         if schedules:

@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 #: Rows a stream reads per query.
 CHUNK = 500
+#: The PostgreSQL advisory lock every queuey table's creation takes (an arbitrary key).
+DDL_LOCK = 0x71756575
 
 Cursor = Any
 
@@ -51,6 +53,7 @@ class DeadLetterTable:
         self._errors = errors
         self._local = threading.local()
         self._lock = threading.RLock() if not sql.postgres else None
+        self._making = threading.Lock()
         self._all: list[Any] = []
         self._closed = False
         self._ready = False
@@ -102,9 +105,14 @@ class DeadLetterTable:
 
     def _make(self, conn: Any) -> None:
         if self._lock is None:
-            with conn.transaction():
-                for statement in self._sql.ddl():
-                    conn.execute(statement)
+            with self._making, conn.transaction():
+                # CREATE ... IF NOT EXISTS is not safe against itself on PostgreSQL (two
+                # sessions both create, one fails on the catalog's unique index): one
+                # session of any process at a time.
+                conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
+                if not self._ready:
+                    for statement in self._sql.ddl():
+                        conn.execute(statement)
         else:
             for statement in self._sql.ddl():
                 conn.execute(statement)
@@ -116,6 +124,11 @@ class DeadLetterTable:
         if self.secret:
             first = first.replace(self.secret, "****")
         return JobStoreError(f"job store {self.shown}: {first}")
+
+    def transaction(self) -> contextlib.AbstractContextManager[Cursor]:
+        """One transaction on these connections, its cursor: for a table of another
+        duty made by the same ``sql.ddl()`` (the unique keys, :mod:`queuey_core.flow`)."""
+        return self._tx()
 
     def ready(self) -> None:
         """Connect and make the table if missing; JobStoreError if the store is down."""
@@ -267,9 +280,17 @@ def _stored(values: Sequence[Any]) -> Stored:
     return Stored(int(seq), row)
 
 
-def open_dead_letter_table(url: str) -> DeadLetterTable:
+#: Makes the statements of one dialect: ``(prefix=, placeholder=, postgres=)``, as
+#: :class:`~.dead_letter_sql.Sql`'s constructor takes them.
+MakeSql = Callable[..., Any]
+
+
+def open_dead_letter_table(
+    url: str, sql: MakeSql = Sql, *, what: str = "dead letters"
+) -> DeadLetterTable:
     """The dead-letter table of the job store ``url`` names (``sqlite:///path`` or
-    ``postgresql://...?schema=NAME``), connected on first use.
+    ``postgresql://...?schema=NAME``), connected on first use; with another ``sql``,
+    the connections for a table of that duty (``what`` it keeps, for the errors).
 
     Raises:
         ConfigError: a store that cannot hold dead letters (``memory://``), or a
@@ -277,13 +298,13 @@ def open_dead_letter_table(url: str) -> DeadLetterTable:
     """
     scheme = url.partition("://")[0].lower()
     if scheme == "sqlite":
-        return _sqlite(url)
+        return _sqlite(url, sql)
     if scheme in ("postgresql", "postgres"):
-        return _postgres(url)
-    raise ConfigError(f"dead letters cannot be kept in a {scheme}:// job store")
+        return _postgres(url, sql, what)
+    raise ConfigError(f"{what} cannot be kept in a {scheme}:// job store")
 
 
-def _sqlite(url: str) -> DeadLetterTable:
+def _sqlite(url: str, sql: MakeSql) -> DeadLetterTable:
     # On use: a worker on RabbitMQ loads this module, and sqlite3 is 1 MB of it.
     import sqlite3  # noqa: PLC0415
 
@@ -306,10 +327,10 @@ def _sqlite(url: str) -> DeadLetterTable:
 
     from queuey_core.errors import BackendError  # noqa: PLC0415
 
-    return DeadLetterTable(connect, Sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
+    return DeadLetterTable(connect, sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
 
 
-def _postgres(url: str) -> DeadLetterTable:
+def _postgres(url: str, sql: MakeSql, what: str) -> DeadLetterTable:
     from queuey_core.results.postgres_store import split_url  # noqa: PLC0415 - on use
 
     try:
@@ -323,14 +344,16 @@ def _postgres(url: str) -> DeadLetterTable:
 
     def connect() -> Any:
         conn = psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=5, application_name="queuey dead letters"
+            conninfo, autocommit=True, connect_timeout=5, application_name=f"queuey {what}"
         )
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        with conn.transaction():  # as the tables are made (DeadLetterTable._make)
+            conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         return conn
 
     table = DeadLetterTable(
         connect,
-        Sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
+        sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
         shown=redact(url),
         errors=(psycopg.Error,),
     )

@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from queuey_core.backends.base import Backend
 from queuey_core.clock import Clock, SystemClock, Timer
-from queuey_core.errors import ConfigError, QueueyError
+from queuey_core.errors import ConfigError, DuplicateJobError, QueueyError
 from queuey_core.producer import Producer
 from queuey_core.queues import QueueSet
 from queuey_core.schedules.election import Election
 from queuey_core.schedules.schedule import Schedule
 from queuey_core.schedules.state import ScheduleState
 from queuey_core.schedules.ticks import due, firing_id
+
+if TYPE_CHECKING:
+    from queuey_core.flow.unique import Unique
+    from queuey_core.flow.unique_keys import UniqueKeys
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,8 @@ class Scheduler:
         on_fire: called after each firing (tests, metrics).
         on_fire_failed: called with the schedule's name and the error when a firing
             fails (the broker did not take it; it is tried again after ``retry_after``).
+        unique_keys, unique: the producer's (:class:`~queuey_core.producer.Producer`):
+            a tick whose job is a duplicate is fired, by the job that holds the key.
 
     The scheduler owns ``election`` and ``state``: both are closed when :meth:`run` ends.
     After :meth:`run` raised, ``lost_the_broker`` tells whether the election failed for
@@ -77,6 +84,8 @@ class Scheduler:
         max_wait: float = 60.0,
         on_fire: Callable[[Firing], None] | None = None,
         on_fire_failed: Callable[[str, QueueyError], None] | None = None,
+        unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
     ) -> None:
         names = [s.name for s in schedules]
         if len(set(names)) != len(names):
@@ -85,6 +94,8 @@ class Scheduler:
             s.check(queues)
         self._backend = backend
         self._queues = queues
+        self._unique_keys = unique_keys
+        self._unique = unique
         self._schedules = list(schedules)
         self._election = election
         self._state = state
@@ -161,7 +172,11 @@ class Scheduler:
                 # A producer of the schedules' queues only: it declares them, as taking
                 # over must, and fires through the same checks as any enqueue.
                 self._producer = Producer(
-                    self._backend, QueueSet(self._queues[q] for q in queues), clock=self._clock
+                    self._backend,
+                    QueueSet(self._queues[q] for q in queues),
+                    clock=self._clock,
+                    unique_keys=self._unique_keys,
+                    unique=self._unique,
                 )
                 last = self._state.last_fired([s.name for s in self._schedules])
             except ConfigError:
@@ -223,9 +238,21 @@ class Scheduler:
 
     def _fire(self, schedule: Schedule, tick: int) -> None:
         assert self._producer is not None, "set when this scheduler took over"
-        job_id = self._producer.enqueue(
-            schedule.job, priority=schedule.priority, job_id=firing_id(schedule.name, tick)
-        )
+        try:
+            job_id = self._producer.enqueue(
+                schedule.job, priority=schedule.priority, job_id=firing_id(schedule.name, tick)
+            )
+        except DuplicateJobError as exc:
+            # The tick's job is already enqueued (fired by a leader that could not record
+            # it: its job id is held), or the job's unique key is held by another: the
+            # tick is fired, by that job. Firing it again would be the duplicate.
+            job_id = exc.existing
+            logger.info(
+                "schedule %s: tick already enqueued as job %s",
+                schedule.name,
+                job_id,
+                extra={"schedule": schedule.name, "job_id": str(job_id)},
+            )
         try:
             self._state.record(schedule.name, tick)
         except QueueyError as exc:
@@ -250,6 +277,10 @@ class Scheduler:
         )
         if self._on_fire is not None:
             self._on_fire(Firing(schedule.name, tick, str(job_id)))
+
+    def duplicates(self) -> dict[str, int]:
+        """Firings that were duplicates (their job already enqueued), by job type."""
+        return {} if self._producer is None else self._producer.unique.duplicates()
 
     def _until_next(self, cursors: dict[str, int | None], now: int) -> float:
         upcoming = min(

@@ -25,6 +25,7 @@ from pydantic_settings import (
 
 from queuey_core.environment import warn_unknown_variables
 from queuey_core.errors import ConfigError
+from queuey_core.flow.unique_settings import UniqueSettings
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings.dashboard import DashboardSettings
 from queuey_core.settings.results import ResultsSettings
@@ -68,6 +69,7 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     dashboard: DashboardSettings = DashboardSettings()
     results: ResultsSettings = ResultsSettings()
+    unique: dict[str, UniqueSettings] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

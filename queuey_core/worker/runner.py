@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery
-from queuey_core.backends.capabilities import ControlServer, SupportsControl
+from queuey_core.backends.capabilities import ControlServer, HoldsUniqueKeys, SupportsControl
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.control.responder import ControlResponder, JobCounts
-from queuey_core.errors import DuplicateHandlerError, QueueyError
+from queuey_core.errors import ConfigError, DuplicateHandlerError, QueueyError
 from queuey_core.flow.pause_consumers import Consumers
 from queuey_core.handlers import JobHandler, is_async
 from queuey_core.jobs import job_identity
@@ -37,6 +37,7 @@ from queuey_core.worker.hooks import HookRunner, WorkerHooks
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class Worker:
             ``concurrency``); see :mod:`queuey_core.worker.asyncio_runner`.
         loop_block_warning: seconds the event loop may stay blocked by one coroutine
             before it is reported (None: not watched).
+        unique_keys: where jobs' unique keys are let go of as their periods end
+            (default: the backend's own, on a backend that keeps them; on RabbitMQ, the
+            job store's: :func:`~queuey_core.flow.unique_store.open_unique_keys`).
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class Worker:
         control_secret: str | bytes | None = None,
         async_concurrency: int | None = None,
         loop_block_warning: float | None = 1.0,
+        unique_keys: UniqueKeys | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -141,6 +146,7 @@ class Worker:
         # Looked for once: without a provider, no span, nothing per job.
         tracing = worker_tracing(tracer_provider)
         runner = HookRunner if tracing is None else tracing.hook_runner
+        hooks = tuple(hooks) + _unique_release(backend, unique_keys, self._routes.values())
         self._hooks = runner(hooks, self._clock, counts=self._counts)
         self._aio: AsyncRunner | None = None
         if any(route.is_async for route in self._routes.values()):
@@ -352,3 +358,22 @@ class Worker:
                 logger.critical("worker bug while processing a delivery", exc_info=True)
             finally:
                 self._handle.record_in_flight(-1)
+
+
+def _unique_release(
+    backend: Backend, keys: UniqueKeys | None, routes: Iterable[Route]
+) -> tuple[WorkerHooks, ...]:
+    """The hook that lets go of unique keys, where they are kept (``keys``, else the
+    backend's own); none without. A handler of a unique job type and nowhere to keep
+    its keys is a ConfigError: refused at start, never run unguarded."""
+    if keys is None and isinstance(backend, HoldsUniqueKeys):
+        keys = backend.unique_keys()
+    if keys is None:
+        if any(route.job_type.UNIQUE is not None for route in routes):
+            from queuey_core.flow.unique_claims import NO_KEY_STORE  # noqa: PLC0415
+
+            raise ConfigError(NO_KEY_STORE)
+        return ()
+    from queuey_core.flow.unique_release import UniqueRelease  # noqa: PLC0415
+
+    return (UniqueRelease(keys),)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from queuey_cli.main import app
 from queuey_core import DeadLetter
 from queuey_core import Envelope
 from queuey_core.backends.capabilities import DeadLetterWindow
@@ -33,6 +34,15 @@ retry = {{ max_attempts = 2, backoff = "fixed", initial = "100ms", max = "100ms"
 kind = "quorum"
 prefetch = 1
 """
+
+
+def run_with_config(config: Path, *args: str) -> tuple[int, str, str]:
+    """``queuey --config CONFIG ARGS...`` in process: the exit code, stdout and stderr
+    (never a traceback, nor an exception other than the exit)."""
+    result = CliRunner().invoke(app, ["--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture

@@ -11,13 +11,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from queuey_cli.main import app
 from queuey_core import QueueConfig
 from queuey_core import job_id_for
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.process.exits import Exit
+from tests.cli.conftest import run_with_config
 from tests.support import dead_letter_one
 
 
@@ -30,11 +29,7 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-def run(config: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["--config", str(config), *args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.stdout + result.stderr
-    return result.exit_code, result.stdout, result.stderr
+run = run_with_config
 
 
 def dead_letter_first(config: Path) -> None:

@@ -69,13 +69,17 @@ def counts(backend: SqliteBackend) -> QueueCounts:
     return found
 
 
-def file_board(tmp_path: Path, **app_options: Any) -> Iterator[FileBoard]:
-    """A FileBoard on a fresh file with the queue ``ALPHA`` declared."""
+def file_board(
+    tmp_path: Path, unique: dict[str, Any] | None = None, **app_options: Any
+) -> Iterator[FileBoard]:
+    """A FileBoard on a fresh file with the queue ``ALPHA`` declared (and ``unique``'s
+    ``[unique.*]`` tables)."""
     settings, _ = load_settings(
         os.devnull,
         overrides={
             "broker": {"url": f"sqlite:///{tmp_path}/queuey.db"},
             "queues": {ALPHA: {"prefetch": 4, "max_priority": 10}},
+            "unique": unique or {},
         },
     )
     other = open_backend(settings.broker)
@@ -125,6 +129,20 @@ def test_fire_now_enqueues_on_the_file(tmp_path: Path) -> None:
 
         assert answer.status_code == 200, answer.text
         assert "fired greet-often" in answer.text
+        assert counts(board.other).ready == 1
+
+
+def test_fire_now_of_a_job_that_holds_its_key_is_a_409_naming_the_holder(
+    tmp_path: Path,
+) -> None:
+    schedule = Schedule("greet-often", Greet(name="tick"), Every(60))
+    for board in file_board(tmp_path, {Greet.NAME: {"key": ["name"]}}, schedules=[schedule]):
+        first = board.post("/schedules/greet-often/fire")
+        again = board.post("/schedules/greet-often/fire")
+
+        assert first.status_code == 200, first.text
+        assert again.status_code == 409, again.text
+        assert "not fired, a duplicate of job" in again.text
         assert counts(board.other).ready == 1
 
 

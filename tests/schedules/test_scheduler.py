@@ -355,3 +355,25 @@ def test_the_loop_ends_with_the_error_when_the_election_fails_for_good(
     r.thread.join(5)
     assert isinstance(r.error, BackendError)
     assert "lost the broker" in str(r.error)
+
+
+def test_a_tick_whose_job_is_already_enqueued_is_fired_by_that_job_not_twice(
+    world: World,
+) -> None:
+    # A leader fired a tick and could not record it; the next leader fires it again
+    # under the same job id. On a backend that keeps job ids unique, that is a duplicate
+    # of the job already waiting: the tick counts as fired, and is not tried again.
+    first, e1 = world.scheduler(every_minute())
+    e1.start(lambda: None)
+    world.at("2026-01-01T00:01:00+00:00")
+    first.step()
+    forgot = World()  # the same broker, a state that lost the record
+    forgot.backend = world.backend
+    again, e2 = forgot.scheduler(every_minute())
+    e2.start(lambda: None)
+    forgot.at("2026-01-01T00:01:00+00:00")
+    again.step()
+    tick = wall("2026-01-01T00:01:00+00:00")
+    assert world.backend.ids() == {str(firing_id("ping", tick)): 1}, "published once"
+    assert [f.job_id for f in forgot.firings] == [str(firing_id("ping", tick))]
+    assert forgot.state.last_fired(["ping"]) == {"ping": tick}, "recorded as fired"

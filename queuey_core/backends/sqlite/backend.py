@@ -28,6 +28,7 @@ from queuey_core.backends.capabilities import (
     ControlHandler,
     ControlServer,
     HoldsLeases,
+    HoldsUniqueKeys,
     PublishesEncoded,
     SupportsControl,
     SupportsSchedules,
@@ -49,6 +50,7 @@ from queuey_core.backends.sqlite.writes import Writer
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, DecodeError
+from queuey_core.flow.unique_keys import SqlUniqueKeys, UniqueSql
 from queuey_core.queues import QueueConfig
 from queuey_core.trace_context import TraceContext
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
@@ -65,6 +67,7 @@ class SqliteBackend(
     FileCancels,
     FilePauses,
     HoldsLeases,
+    HoldsUniqueKeys,
 ):
     """A broker in a file. See the module docstring and docs/embedded.md.
 
@@ -93,6 +96,7 @@ class SqliteBackend(
             self, self._db, self._clock, poll=self.options.poll, lease=self.options.lease
         )
         self._writer = Writer(self._db, self._clock)
+        self._unique = SqlUniqueKeys(self._db.write, UniqueSql())
         self._control = SqliteControl(
             self._db, self._clock, lease=self.options.lease, wake=self._pump.wake
         )
@@ -101,6 +105,10 @@ class SqliteBackend(
     def path(self) -> str:
         """The file."""
         return self.options.path
+
+    def unique_keys(self) -> SqlUniqueKeys:
+        """See :class:`HoldsUniqueKeys`: a table of the file, on its connection."""
+        return self._unique
 
     @property
     def closed(self) -> bool:

@@ -11,7 +11,8 @@ Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 counts), the counts of jobs and dead letters (``queuey_counts``, ``queuey_dead_counts``:
 kept by triggers, see :mod:`.counts`), the control channel (``queuey_control_*``) and
 the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``), paused queues
-(``queuey_paused``: :mod:`.pause_table`). A job's W3C trace
+(``queuey_paused``: :mod:`.pause_table`) and the unique keys jobs hold
+(``queuey_unique_keys``, :mod:`queuey_core.flow.unique_keys`). A job's W3C trace
 context is kept beside its body (``traceparent``, ``tracestate``: NULL when untraced),
 never in it.
 """
@@ -19,6 +20,7 @@ never in it.
 from __future__ import annotations
 
 from queuey_core.backends.sqlite import counts, pause_table
+from queuey_core.flow import unique_keys
 
 SCHEMA_VERSION = 4
 
@@ -96,6 +98,7 @@ SCHEMA: tuple[str, ...] = (
     )""",
     *counts.SCHEMA,
     *pause_table.SCHEMA,
+    *unique_keys.SCHEMA,
 )
 
 #: What turns a file of version ``v - 1`` into version ``v``: the statements of key ``v``.
@@ -110,6 +113,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     ),
     # Version 3: counts kept by triggers (issue 41), filled in once from the rows.
     3: counts.SCHEMA + counts.FILL,
-    # Version 4: flow control (issue 43): paused queues (``queuey_paused``, .pause_table).
-    4: pause_table.SCHEMA,
+    # Version 4: flow control (issue 43), each part's tables: paused queues
+    # (``queuey_paused``, .pause_table) and unique keys.
+    4: (*pause_table.SCHEMA, *unique_keys.SCHEMA),
 }

@@ -26,10 +26,11 @@ def version_2_file(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        # Version 2's tables: every one before the counts' (later versions add theirs
-        # after them).
-        for statement in schema.SCHEMA[: schema.SCHEMA.index(counts.SCHEMA[0])]:
-            conn.execute(statement)
+        # Every table but those of version 3 (the counts) and later ones.
+        later = set(counts.SCHEMA).union(*(schema.UPGRADES[v] for v in schema.UPGRADES if v > 3))
+        for statement in schema.SCHEMA:
+            if statement not in later:
+                conn.execute(statement)
         conn.execute("INSERT INTO queuey_schema (version) VALUES (2)")
         conn.executemany(
             "INSERT INTO queuey_queues (name, max_priority, kind) VALUES (?, ?, 'classic')",

@@ -16,15 +16,20 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from typing import ClassVar
 
 import pytest
 
 from queuey_core import BackendError
+from queuey_core import DuplicateJobError
 from queuey_core import EnqueueUnknownError
 from queuey_core import Envelope
+from queuey_core import Job
 from queuey_core import ManualClock
 from queuey_core import NotEnqueuedError
+from queuey_core import Producer
 from queuey_core import QueueConfig
+from queuey_core import QueueSet
 from queuey_core import UnroutableError
 from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.capabilities import SupportsControl
@@ -43,6 +48,12 @@ from tests.backends.sqlite.files import value_in_file
 from tests.support import Got
 
 Q = QueueConfig("jobs", prefetch=2, max_priority=5)
+
+
+class Line(Job):
+    NAME: ClassVar[str] = "test.line"
+    QUEUE: ClassVar[str] = "jobs"
+    text: str
 
 
 @pytest.fixture
@@ -192,20 +203,24 @@ def test_a_dead_letter_never_died_before_it_was_enqueued(
     assert dead.dead_at == sent.enqueued_at, "at the earliest, its enqueue"
 
 
-def test_a_second_enqueue_under_the_same_job_id_is_a_second_job(
+def test_a_second_enqueue_under_the_same_job_id_is_a_duplicate_on_the_file(
     make: Callable[[], SqliteBackend], url: str
 ) -> None:
-    # docs/enqueueing.md: a caller's job id names a job, it does not deduplicate it, on
-    # the file as on RabbitMQ. When enqueue learns to deduplicate, change the page too.
+    # docs/enqueueing.md: on the file, a job id the caller chose is a unique key, held
+    # while the job is queued or running, so the same --file enqueued twice with
+    # --ids-from-lines runs each line once. The backend itself moves what it is given:
+    # the producer is what claims the key.
     backend = make()
+    producer = Producer(backend, QueueSet([Q]))
+    first = producer.enqueue(Line(text="ada"), job_id="line-1")
+    with pytest.raises(DuplicateJobError) as caught:
+        producer.enqueue(Line(text="ada"), job_id="line-1")
+    assert caught.value.existing == first
+    assert rows_in_file(url) == 1
     sent = envelope()
     backend.publish(sent)
     backend.publish(sent)
-    assert rows_in_file(url) == 2
-    got = Got()
-    backend.consume(Q, got)
-    wait(lambda: len(got) == 2)
-    assert {d.envelope.job_id for d in got.items} == {sent.job_id}
+    assert rows_in_file(url) == 3, "publish, below the producer, claims nothing"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,221 @@
+"""The producer's side of unique jobs: claim before publishing, keep or give back after.
+
+Owns: :class:`UniqueClaims`, which marks envelopes with the keys their jobs hold
+(:mod:`.unique`), claims those keys before anything is published, and, once the
+publish's outcome is known, keeps them for their period (published, or in doubt: the
+job may exist) or gives them back (surely not published). Must never: publish a job
+whose key another job holds, or give back the key of a job that may be on the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from queuey_core.backends.capabilities import HoldsUniqueKeys
+from queuey_core.clock import Clock
+from queuey_core.envelope import EncodedEnvelope, Envelope
+from queuey_core.errors import (
+    ConfigError,
+    DuplicateJobError,
+    EnqueueUnknownError,
+    NotEnqueuedError,
+    QueueyError,
+)
+from queuey_core.flow.unique import Unique, UniqueMark, job_id_key
+from queuey_core.flow.unique_keys import Claim, UniqueKeys
+from queuey_core.jobs import Job
+from queuey_core.pending import PublishError
+
+logger = logging.getLogger(__name__)
+
+#: The one line of a unique job with nowhere to keep its key.
+NO_KEY_STORE = (
+    "unique jobs need a place to keep their keys: on RabbitMQ, set [results] url "
+    "(sqlite:///path or postgresql://...) in queuey.toml"
+)
+
+
+class UniqueClaims:
+    """Marks, claims, keeps and gives back the keys of a producer's jobs.
+
+    Where a backend keeps keys itself (the embedded file, the in-memory backend), they
+    are kept there by default; on RabbitMQ give ``keys`` (the job store's table:
+    :func:`~queuey_core.flow.unique_store.open_unique_keys`). A second enqueue of a
+    held key raises :class:`~queuey_core.errors.DuplicateJobError`.
+
+    ``keys`` None: no place to keep them (a job that declares uniqueness is then a
+    ConfigError, never enqueued unguarded). ``job_ids``: a job id the caller chose is a
+    key too, held while the job is queued or running (a backend that keeps keys itself).
+    ``declared``: declarations by job type name (``[unique.*]``), over the classes' own.
+    """
+
+    def __init__(
+        self,
+        keys: UniqueKeys | None,
+        *,
+        job_ids: bool,
+        declared: Mapping[str, Unique] | None = None,
+    ) -> None:
+        self._keys = keys
+        self._job_ids = job_ids
+        self._declared = dict(declared or {})
+        self._lock = threading.Lock()
+        self._duplicates: Counter[str] = Counter()
+
+    @classmethod
+    def of(
+        cls, backend: object, keys: UniqueKeys | None, declared: Mapping[str, Unique] | None
+    ) -> UniqueClaims:
+        """A producer's on ``backend``: ``keys``, else the backend's own (job ids are
+        keys too, then), with ``declared`` over the classes' own declarations."""
+        holds = isinstance(backend, HoldsUniqueKeys)
+        if keys is None and isinstance(backend, HoldsUniqueKeys):
+            keys = backend.unique_keys()
+        return cls(keys, job_ids=holds, declared=declared)
+
+    def duplicates(self) -> dict[str, int]:
+        """Enqueues refused as duplicates so far, by job type."""
+        with self._lock:
+            return dict(self._duplicates)
+
+    def applies(self, jobs: Sequence[Job], ids: Sequence[object | None]) -> bool:
+        """Whether a batch holds a key: a job type that declares one, or an id chosen
+        where ids are keys (a batch without is published as before, at no cost)."""
+        if self._job_ids and any(job_id is not None for job_id in ids):
+            return True
+        kinds = {type(job) for job in jobs}
+        return any(k.UNIQUE is not None or k.NAME in self._declared for k in kinds)
+
+    def mark(self, env: Envelope, job_type: type[Job] | None, chosen_id: object) -> Envelope:
+        """``env`` carrying the keys its job holds (unchanged when none); ``chosen_id``:
+        the id the caller chose, if any (None).
+
+        Raises:
+            ValueError: a payload without a field of the key.
+            ConfigError: a unique job and nowhere to keep its key.
+        """
+        marks: list[UniqueMark] = []
+        unique = self._declared.get(env.job_type)
+        if unique is None and job_type is not None:
+            unique = job_type.UNIQUE
+        if unique is not None:
+            if self._keys is None:
+                raise ConfigError(NO_KEY_STORE)
+            marks.append(unique.mark(env.job_type, env.payload, env.enqueued_at))
+        if chosen_id is not None and self._job_ids:
+            marks.append(UniqueMark(key=job_id_key(env.job_id), until="end"))
+        return env.model_copy(update={"unique": tuple(marks)}) if marks else env
+
+    def claim(self, envs: Sequence[Envelope], now_ms: int) -> dict[uuid.UUID, uuid.UUID]:
+        """Claim the keys of ``envs`` in one transaction; the refused jobs (refused id ->
+        holder's id), whose other keys are given back at once.
+
+        Raises:
+            BackendError or JobStoreError: the store could not be reached; nothing claimed.
+        """
+        claims, owners = _claims(envs)
+        if not claims or self._keys is None:
+            return {}
+        refused = self._keys.claim(claims, now_ms)
+        duplicates: dict[uuid.UUID, uuid.UUID] = {}
+        for i, holder in refused.items():
+            duplicates.setdefault(owners[i], uuid.UUID(holder))
+        if duplicates:
+            with self._lock:
+                self._duplicates.update(e.job_type for e in envs if e.job_id in duplicates)
+            # A refused job's other keys (claimed in the same call) are not its to keep.
+            # Only those it got: a refused claim's (key, id) may be the holder's own.
+            self._keys.give_back(
+                [
+                    c
+                    for i, (c, owner) in enumerate(zip(claims, owners, strict=True))
+                    if owner in duplicates and i not in refused
+                ]
+            )
+        return duplicates
+
+    def guarded(self, env: Envelope, publish: Callable[[], None], now: Callable[[], int]) -> None:
+        """``publish()`` of ``env``, its keys claimed first (DuplicateJobError: refused,
+        nothing published), then kept or given back as the publish ends; ``now`` in ms.
+        A publish cut short by anything else (a KeyboardInterrupt) keeps them: in doubt."""
+        duplicates = self.claim([env], now())
+        if duplicates:
+            raise DuplicateJobError(duplicates)
+        error: NotEnqueuedError | EnqueueUnknownError | None = None
+        try:
+            publish()
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            error = exc
+            raise
+        finally:
+            self.settle([env], error, now())
+
+    def begin(
+        self, envs: Sequence[Envelope], clock: Clock
+    ) -> tuple[list[Envelope], dict[str, Any]]:
+        """A batch's keys claimed in one call: the envelopes to publish (the duplicates
+        left out), and the :class:`~queuey_core.pending.PendingBatch` arguments that
+        settle their keys once the publish ends and report the duplicates."""
+        duplicates = self.claim(envs, clock.wall_ms())
+        sent = [env for env in envs if env.job_id not in duplicates]
+
+        def settle(error: PublishError | None) -> None:
+            self.settle(sent, error, clock.wall_ms())
+
+        return sent, {"settle": settle, "duplicates": duplicates}
+
+    def settle(
+        self,
+        envs: Sequence[Envelope],
+        error: NotEnqueuedError | EnqueueUnknownError | None,
+        now_ms: int,
+    ) -> None:
+        """After the publish of ``envs``: keep the keys of the jobs that are (or may be)
+        on the broker, give back those of the jobs surely not. Never raises: a key not
+        kept frees itself after :data:`~.unique_keys.CLAIM_HOLD` (logged)."""
+        claims, owners = _claims(envs)
+        if not claims or self._keys is None:
+            return
+        lost = set() if error is None else set(error.not_enqueued)
+        keep = [c for c, owner in zip(claims, owners, strict=True) if owner not in lost]
+        back = [c for c, owner in zip(claims, owners, strict=True) if owner in lost]
+        try:
+            self._keys.keep(keep, now_ms)
+            self._keys.give_back(back)
+        except QueueyError as exc:
+            logger.warning(
+                "unique keys of %d jobs not kept after their publish (they free "
+                "themselves within the claim's hold): %s",
+                len(envs),
+                exc,
+            )
+
+
+def encoded_mark(env: Envelope) -> EncodedEnvelope:
+    """A marked envelope, encoded for a batch's fast path (whose bodies, written from a
+    template, carry no keys)."""
+    return EncodedEnvelope(
+        env.job_id, env.job_type, env.queue, env.priority, env.enqueued_at, env.encode()
+    )
+
+
+def _claims(envs: Sequence[Envelope]) -> tuple[list[Claim], list[uuid.UUID]]:
+    """The claims of ``envs``' marks, and the job each belongs to."""
+    claims: list[Claim] = []
+    owners: list[uuid.UUID] = []
+    for env in envs:
+        for mark in env.unique or ():
+            by_id = mark.key.startswith("job-id:")
+            claims.append(Claim(mark.key, str(env.job_id), _hold(mark), not by_id))
+            owners.append(env.job_id)
+    return claims, owners
+
+
+def _hold(mark: UniqueMark) -> int | None:
+    """When a kept key frees itself, in ms (None: when a worker lets it go)."""
+    return mark.expires_at if mark.until == "time" else None

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from queuey_core.errors import ConfigError
+from queuey_core.flow.limit_setup import check_limits, limit_gate_for
+from queuey_core.jobs import job_identity
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
 from queuey_core.process.stops import STOP_SIGNALS, StopRequests
@@ -90,6 +92,7 @@ def run_worker(
             f"(configured: {', '.join(queue_set)})"
         )
     consume = list(queues) if queues is not None else None
+    check_limits(settings)  # refused here, before a supervisor starts its children
     if handlers is None:
         handlers = plugin_handlers(queue_set)
     if with_scheduler and schedules is None:
@@ -149,7 +152,9 @@ def _run_one(
     recorder = recorder_for(settings)
     if recorder is not None and metrics is not None:
         metrics.registry.register(recorder.collector())
+    gate = None
     try:
+        gate = limit_gate_for(settings, job_types=[job_identity(h.job_type)[0] for h in handlers])
         broker = backend_for(settings)
         w = Worker(
             broker,
@@ -164,6 +169,7 @@ def _run_one(
             hooks=[h for h in (link, metrics, recorder) if h is not None],
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
             control_secret=_control_secret(settings),
+            limits=gate,
         )
         beside = None
         if schedules:
@@ -175,6 +181,8 @@ def _run_one(
         if beside is not None:
             beside.stop()
     finally:
+        if gate is not None:
+            gate.close()
         if recorder is not None:
             recorder.close()
         if server is not None:

@@ -27,6 +27,7 @@ from queuey_core.environment import warn_unknown_variables
 from queuey_core.errors import ConfigError
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings.dashboard import DashboardSettings
+from queuey_core.settings.limits import LimitSettings
 from queuey_core.settings.results import ResultsSettings
 from queuey_core.settings.sections import (
     BrokerSettings,
@@ -68,6 +69,7 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     dashboard: DashboardSettings = DashboardSettings()
     results: ResultsSettings = ResultsSettings()
+    limits: dict[str, LimitSettings] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

@@ -36,6 +36,7 @@ from queuey_core.worker.hooks import HookRunner, WorkerHooks
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.limit_gate import LimitGate
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,10 @@ class Worker:
             ``concurrency``); see :mod:`queuey_core.worker.asyncio_runner`.
         loop_block_warning: seconds the event loop may stay blocked by one coroutine
             before it is reported (None: not watched).
+        limits: the rate and concurrency limits its jobs start under, and their state
+            (:mod:`queuey_core.flow`; :func:`~queuey_core.flow.limit_setup.limit_gate_for`
+            makes one from the settings). The worker runs its heartbeat while it runs;
+            the caller closes it.
     """
 
     def __init__(
@@ -109,6 +114,7 @@ class Worker:
         control_secret: str | bytes | None = None,
         async_concurrency: int | None = None,
         loop_block_warning: float | None = 1.0,
+        limits: LimitGate | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -120,7 +126,11 @@ class Worker:
                 raise DuplicateHandlerError(name)
             config = queues[queue_name]
             policy = h.job_type.RETRY or config.retry
-            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h))
+            bound = limits.limits_of(name, queue_name) if limits is not None else None
+            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h), bound)
+        self._gate = limits
+        if limits is not None:
+            limits.bind(backend.publish)
         self._queues = queues.select(consume)
         self._concurrency = max(
             1, concurrency if concurrency is not None else sum(map(_threads_for, self._queues))
@@ -164,6 +174,7 @@ class Worker:
             hooks=self._hooks,
             aio=self._aio,
             cancels=self._cancels,
+            gate=limits,
         )
         self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
         if tracing is not None:
@@ -265,6 +276,8 @@ class Worker:
                 # must not delay the first delivery. Then the cancels, before any job runs
                 # (deliveries wait in `events` meanwhile).
                 control = self._serve_control()
+                if self._gate is not None:
+                    self._gate.start()
                 cancels.wait()
                 if self._aio is not None:
                     self._aio.start()
@@ -306,6 +319,8 @@ class Worker:
                     logger.warning("failed to close consumer", extra={"queue": sub.queue})
             if control is not None:
                 control.close()
+            if self._gate is not None:  # after the drain: every slot was given back
+                self._gate.stop()
             cancels.close()
 
         error = errors[0] if errors else None

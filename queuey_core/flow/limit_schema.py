@@ -39,7 +39,8 @@ def ddl(prefix: str = "", blob: str = "BLOB") -> tuple[str, ...]:
             job_id TEXT PRIMARY KEY,
             at_ms BIGINT NOT NULL
         )""",
-        # Ordered as the job's queue would have run them: priority, then arrival.
+        # Ordered as the job's queue would have run them: priority, then arrival here
+        # (seq: one more than the largest, taken under the store's write lock).
         f"""CREATE TABLE IF NOT EXISTS {p}queuey_limit_parked (
             job_id TEXT PRIMARY KEY,
             limit_name TEXT NOT NULL,
@@ -47,11 +48,13 @@ def ddl(prefix: str = "", blob: str = "BLOB") -> tuple[str, ...]:
             queue TEXT NOT NULL,
             priority INTEGER NOT NULL,
             enqueued_at BIGINT NOT NULL,
+            seq BIGINT NOT NULL,
             body {blob} NOT NULL,
             released_at BIGINT
         )""",
         f"CREATE INDEX IF NOT EXISTS queuey_limit_parked_next ON {p}queuey_limit_parked "
-        "(limit_name, key, priority DESC, enqueued_at, job_id)",
+        "(limit_name, key, priority DESC, seq)",
+        f"CREATE INDEX IF NOT EXISTS queuey_limit_parked_seq ON {p}queuey_limit_parked (seq)",
     )
 
 

@@ -152,14 +152,16 @@ class LimitState:
             "ON CONFLICT (limit_name, job_id) DO UPDATE "
             "SET key = excluded.key, holder = excluded.holder, expires = excluded.expires",
             "park": f"INSERT INTO {p}queuey_limit_parked "
-            "(job_id, limit_name, key, queue, priority, enqueued_at, body) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+            "(job_id, limit_name, key, queue, priority, enqueued_at, seq, body) "
+            "SELECT ?, ?, ?, ?, ?, ?, COALESCE(MAX(seq), 0) + 1, ? "
+            # (WHERE: SQLite's upsert after a SELECT needs one to parse.)
+            f"FROM {p}queuey_limit_parked WHERE 1 = 1 ON CONFLICT (job_id) DO NOTHING",
             "tat": f"SELECT tat FROM {p}queuey_limit_rates WHERE limit_name = ? AND key = ?",
             "set_tat": f"INSERT INTO {p}queuey_limit_rates (limit_name, key, tat) "
             "VALUES (?, ?, ?) ON CONFLICT (limit_name, key) DO UPDATE SET tat = excluded.tat",
             "next_parked": f"SELECT job_id, queue, body FROM {p}queuey_limit_parked "
             "WHERE limit_name = ? AND key = ? AND released_at IS NULL "
-            "ORDER BY priority DESC, enqueued_at, job_id LIMIT ?",
+            "ORDER BY priority DESC, seq LIMIT ?",
             "let_go": f"UPDATE {p}queuey_limit_parked SET released_at = ? WHERE job_id = ?",
             "renew": f"UPDATE {p}queuey_limit_slots SET expires = ? WHERE holder = ?",
             "expired": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_slots "

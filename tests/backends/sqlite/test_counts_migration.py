@@ -26,7 +26,9 @@ def version_2_file(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        for statement in schema.SCHEMA[: -len(counts.SCHEMA)]:
+        # Version 2's tables: those before version 3's counts (later versions add theirs
+        # after them).
+        for statement in schema.SCHEMA[: schema.SCHEMA.index(counts.SCHEMA[0])]:
             conn.execute(statement)
         conn.execute("INSERT INTO queuey_schema (version) VALUES (2)")
         conn.executemany(

@@ -14,6 +14,7 @@ import pytest
 from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
+from queuey_core import JobHandler
 from queuey_core import Worker
 from queuey_core.flow.limit_gate import LimitGate
 from queuey_core.flow.limit_setup import limit_state_for
@@ -91,7 +92,10 @@ def test_a_concurrency_limit_per_key_holds_and_blocks_no_other_key(
     producer.enqueue(Greet(name="unlimited"))
     for n in range(2):
         producer.enqueue(Export(tenant="b", n=n))
-    handlers = [Handler(Export, export), Handler(Greet, lambda job, _: greeted.append(job.name))]
+    handlers: list[JobHandler] = [
+        Handler(Export, export),
+        Handler(Greet, lambda job, _: greeted.append(job.name)),
+    ]
     worker = Worker(h.backend, h.queues, handlers, concurrency=4, clock=h.clock, limits=gate)
     running = start(worker, h)
     try:

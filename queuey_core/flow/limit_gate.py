@@ -164,6 +164,10 @@ class LimitGate:
             return
         self.publish_let_go(let_go)
 
+    def parked(self) -> int:
+        """Jobs parked now, by every worker on this store (``--burst`` waits for 0)."""
+        return sum(count.parked for count in self.key_counts())
+
     def key_counts(self) -> list[KeyCount]:
         """Every limit and key in use now (``queuey limits``)."""
         return self.state.counts(now_ms=self.clock.wall_ms())

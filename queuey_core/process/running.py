@@ -203,8 +203,9 @@ def exit_process(code: int) -> NoReturn:
 
 
 def _burst_watch(w: Worker, broker: Any) -> None:
-    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
-    deferral is still held in the delay ladder (which any queue shares)."""
+    """Shut the worker down once its queues are empty, it holds nothing, no retry or
+    deferral is still held in the delay ladder (which any queue shares), and no job waits
+    parked behind a concurrency limit."""
     names = [q.name for q in w.queues]
     quiet = 0
     while not w.handle.is_shutdown():
@@ -214,6 +215,7 @@ def _burst_watch(w: Worker, broker: Any) -> None:
             seen = broker.inspect(names)
             empty = all(c is not None and c.ready == 0 for c in seen.queues.values())
             empty = empty and not seen.held
+            empty = empty and (w.limits is None or w.limits.parked() == 0)
         except QueueyError:
             continue
         quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0

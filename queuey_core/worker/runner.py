@@ -192,6 +192,11 @@ class Worker:
         return self._concurrency
 
     @property
+    def limits(self) -> LimitGate | None:
+        """The gate of the limits its jobs start under, if any."""
+        return self._gate
+
+    @property
     def handle(self) -> WorkerHandle:
         """A handle to stop this worker from another thread and read its counters."""
         return self._handle

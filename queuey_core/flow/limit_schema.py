@@ -1,9 +1,10 @@
 """The tables that hold limits' state, in a queuey file or beside a job store.
 
-``queuey_limit_rates`` (each rate limit's theoretical arrival time per key),
+``queuey_limit_rates`` (each rate limit's theoretical arrival time of starts, and its
+next free booking, per key: :mod:`.rate`),
 ``queuey_limit_slots`` (each running or released job's slot of a concurrency limit: its
-holder and lease), ``queuey_limit_reservations`` (the start time a waiting job was
-given by a rate limit) and ``queuey_limit_parked`` (jobs waiting for a slot, with their
+holder and lease), ``queuey_limit_reservations`` (the time a waiting job was booked
+for by its rate limits) and ``queuey_limit_parked`` (jobs waiting for a slot, with their
 envelope, in the order they will be let go).
 
 Owns: the DDL, for SQLite and PostgreSQL. Must never: hold statements that run per
@@ -22,6 +23,7 @@ def ddl(prefix: str = "", blob: str = "BLOB") -> tuple[str, ...]:
             limit_name TEXT NOT NULL,
             key TEXT NOT NULL,
             tat BIGINT NOT NULL,
+            book BIGINT,
             PRIMARY KEY (limit_name, key)
         )""",
         f"""CREATE TABLE IF NOT EXISTS {p}queuey_limit_slots (

@@ -14,8 +14,9 @@ A job asks once, after its payload is decoded:
   own): it is *parked* (its envelope kept here, ordered by priority then arrival) and
   takes nothing; a settle that frees a slot of that key lets the first parked job go,
   reserving the slot for it;
-* a rate limit of its key is not due: the time it is due is reserved for it (GCRA,
-  :mod:`.rate`) and it waits in the broker until then (``WAIT``), taking no slot;
+* a rate limit of its key is not due: it is booked for the time it will be (GCRA on
+  starts, with bookings: :mod:`.rate`) and waits in the broker until then (``WAIT``),
+  taking no slot;
 * else it takes a slot of each concurrency limit (leased to its worker, renewed while it
   runs) and its reserved or current rate tokens: ``ADMITTED``.
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from queuey_core.flow.limit_spec import LimitBook, LimitSpec
-from queuey_core.flow.rate import Cell, admit
+from queuey_core.flow.rate import Cell, Meter, Step, decide
 
 #: A statement run in a transaction: rows it returns (none for a write).
 Execute = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
@@ -156,9 +157,11 @@ class LimitState:
             "SELECT ?, ?, ?, ?, ?, ?, COALESCE(MAX(seq), 0) + 1, ? "
             # (WHERE: SQLite's upsert after a SELECT needs one to parse.)
             f"FROM {p}queuey_limit_parked WHERE 1 = 1 ON CONFLICT (job_id) DO NOTHING",
-            "tat": f"SELECT tat FROM {p}queuey_limit_rates WHERE limit_name = ? AND key = ?",
-            "set_tat": f"INSERT INTO {p}queuey_limit_rates (limit_name, key, tat) "
-            "VALUES (?, ?, ?) ON CONFLICT (limit_name, key) DO UPDATE SET tat = excluded.tat",
+            "meter": f"SELECT tat, book FROM {p}queuey_limit_rates "
+            "WHERE limit_name = ? AND key = ?",
+            "set_meter": f"INSERT INTO {p}queuey_limit_rates (limit_name, key, tat, book) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (limit_name, key) "
+            "DO UPDATE SET tat = excluded.tat, book = excluded.book",
             "next_parked": f"SELECT job_id, queue, body FROM {p}queuey_limit_parked "
             "WHERE limit_name = ? AND key = ? AND released_at IS NULL "
             "ORDER BY priority DESC, seq LIMIT ?",
@@ -171,13 +174,14 @@ class LimitState:
             "WHERE released_at IS NOT NULL AND released_at < ?",
             "waiting_keys": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL",
-            "old_tats": f"DELETE FROM {p}queuey_limit_rates WHERE tat < ?",
+            "old_tats": f"DELETE FROM {p}queuey_limit_rates "
+            "WHERE tat < ? AND (book IS NULL OR book < ?)",
             "old_reservations": f"DELETE FROM {p}queuey_limit_reservations WHERE at_ms < ?",
             "count_slots": f"SELECT limit_name, key, holder = '', COUNT(*) "
             f"FROM {p}queuey_limit_slots GROUP BY limit_name, key, holder = ''",
             "count_parked": f"SELECT limit_name, key, COUNT(*) FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL GROUP BY limit_name, key",
-            "all_tats": f"SELECT limit_name, key, tat FROM {p}queuey_limit_rates",
+            "all_tats": f"SELECT limit_name, key, tat, book FROM {p}queuey_limit_rates",
         }
         return {name: text.replace("?", ph) for name, text in s.items()}
 
@@ -237,18 +241,20 @@ class LimitState:
                 )
                 return Admission(Verdict.PARKED, limit=claim.spec.name, let_go=let_go)
         rated = [c for c in job.claims if c.spec.rate is not None]
+        if rated:
+            booking = int(reserved[0][0]) if reserved else None
+            meters = [_meter(run("meter", c.spec.name, c.key)) for c in rated]
+            decision = decide(meters, [_cell(c.spec) for c in rated], now, booking)
+            if decision.step is not Step.WAIT:
+                for claim, meter in zip(rated, decision.meters, strict=True):
+                    run("set_meter", claim.spec.name, claim.key, meter.tat or now, meter.book)
+            names = ",".join(c.spec.name for c in rated)
+            if decision.step is Step.BOOK:
+                run("reserve", job.job_id, decision.at)
+            if decision.step is not Step.START:
+                return Admission(Verdict.WAIT, until_ms=decision.at, limit=names)
         if reserved:
             run("unreserve", job.job_id)
-        elif rated:
-            cells = [_cell(c.spec) for c in rated]
-            tats = [_first(run("tat", c.spec.name, c.key)) for c in rated]
-            at, new = admit(tats, now, cells)
-            for claim, tat in zip(rated, new, strict=True):
-                run("set_tat", claim.spec.name, claim.key, tat)
-            if at > now:
-                run("reserve", job.job_id, at)
-                names = ",".join(c.spec.name for c in rated)
-                return Admission(Verdict.WAIT, until_ms=at, limit=names)
         for claim in job.claims:
             if claim.spec.concurrency is not None:
                 run("take", claim.spec.name, claim.key, job.job_id, holder, now + SLOT_LEASE_MS)
@@ -302,7 +308,7 @@ class LimitState:
                 run("let_go", now_ms, row[0])
             waiting = run("waiting_keys")
             let_go = self._let_go(execute, [*expired, *waiting], now_ms)
-            run("old_tats", now_ms)
+            run("old_tats", now_ms, now_ms)
             run("old_reservations", now_ms - RESERVATION_KEPT_MS)
         return (*let_go, *(LetGo(r[0], r[1], bytes(r[2])) for r in stale))
 
@@ -317,10 +323,10 @@ class LimitState:
             table.setdefault((name, key), {})["reserved" if is_reserved else "running"] = n
         for name, key, n in parked:
             table.setdefault((name, key), {})["parked"] = n
-        for name, key, tat in tats:
+        for name, key, tat, book in tats:
             spec = self._book.by_name.get(name)
             if spec is not None and spec.rate is not None:
-                due = max(now_ms, int(tat - _cell(spec).tolerance))
+                due = max(now_ms, int(tat - _cell(spec).tolerance), int(book or 0))
                 table.setdefault((name, key), {})["next_due_ms"] = due
         return [KeyCount(name, key, **values) for (name, key), values in sorted(table.items())]
 
@@ -335,8 +341,11 @@ def _cell(spec: LimitSpec) -> Cell:
     return Cell(interval=interval, tolerance=interval * spec.burst)
 
 
-def _first(rows: list[tuple[Any, ...]]) -> int | None:
-    return int(rows[0][0]) if rows else None
+def _meter(rows: list[tuple[Any, ...]]) -> Meter:
+    if not rows:
+        return Meter()
+    tat, book = rows[0]
+    return Meter(int(tat), None if book is None else int(book))
 
 
 def _bind(

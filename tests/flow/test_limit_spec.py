@@ -11,7 +11,10 @@ from queuey_core.flow.limit_spec import key_of
 from queuey_core.flow.limit_spec import parse_rate
 from queuey_core.flow.limit_spec import spec_from_table
 from queuey_core.flow.rate import Cell
-from queuey_core.flow.rate import admit
+from queuey_core.flow.rate import Decision
+from queuey_core.flow.rate import Meter
+from queuey_core.flow.rate import Step
+from queuey_core.flow.rate import decide
 
 
 @pytest.mark.parametrize(
@@ -74,31 +77,83 @@ def test_a_job_type_binds_the_limits_that_name_it_or_its_queue() -> None:
     assert book.binding("greet", "fast") == ()
 
 
-def test_gcra_spaces_starts_by_the_interval_after_the_burst() -> None:
+def _arrive(
+    meter: Meter, cell: Cell, now: int, booking: int | None = None
+) -> tuple[Decision, Meter]:
+    decision = decide([meter], [cell], now, booking)
+    return decision, decision.meters[0]
+
+
+def test_gcra_starts_one_plus_burst_at_once_then_books_one_an_interval() -> None:
     cell = Cell(interval=100, tolerance=200)  # 10/s, burst 2
-    tat: int | None = None
-    starts = []
+    meter = Meter()
+    steps = []
     for _ in range(6):
-        at, (tat,) = admit([tat], 0, [cell])
-        starts.append(at)
-    assert starts == [0, 0, 0, 100, 200, 300], "1 + burst at once, then one an interval"
+        decision, meter = _arrive(meter, cell, 0)
+        steps.append((decision.step, decision.at))
+    assert steps == [
+        (Step.START, 0),
+        (Step.START, 0),
+        (Step.START, 0),
+        (Step.BOOK, 100),
+        (Step.BOOK, 200),
+        (Step.BOOK, 300),
+    ], "1 + burst at once, then each waiting job gets its own time"
 
 
-def test_gcra_never_admits_more_than_count_plus_burst_in_any_window() -> None:
+def test_a_booked_job_starts_at_its_time_and_waits_if_early() -> None:
+    cell = Cell(interval=100, tolerance=0)
+    _, meter = _arrive(Meter(), cell, 0)
+    booked, meter = _arrive(meter, cell, 0)
+    assert (booked.step, booked.at) == (Step.BOOK, 100)
+    early, _ = _arrive(meter, cell, 50, booking=100)
+    assert (early.step, early.at) == (Step.WAIT, 100)
+    on_time, _ = _arrive(meter, cell, 100, booking=100)
+    assert on_time.step is Step.START
+
+
+def test_a_newcomer_does_not_start_ahead_of_bookings() -> None:
+    cell = Cell(interval=100, tolerance=0)
+    _, meter = _arrive(Meter(), cell, 0)
+    _, meter = _arrive(meter, cell, 0)  # booked for 100
+    _, meter = _arrive(meter, cell, 0)  # booked for 200
+    late, _ = _arrive(meter, cell, 150)
+    assert (late.step, late.at) == (Step.BOOK, 300), "behind the bookings, not in their place"
+
+
+def test_jobs_handed_back_in_a_bunch_start_within_the_rate() -> None:
     cell = Cell(interval=100, tolerance=300)  # 10/s, burst 3
-    tat: int | None = None
-    starts = []
-    now = 0
-    for _ in range(200):  # everyone arrives at once, and as soon as allowed
-        at, (tat,) = admit([tat], now, [cell])
-        starts.append(at)
-    for begin in range(0, starts[-1], 7):
+    meter = Meter()
+    bookings = []
+    for _ in range(100):  # everyone arrives at once
+        decision, meter = _arrive(meter, cell, 0)
+        bookings.append(decision.at if decision.step is Step.BOOK else None)
+    starts = [0] * 4
+    # The worker was busy for 3 s: every booking up to then comes back at once, late.
+    now = 3000
+    waiting = [b for b in bookings if b is not None]
+    for _ in range(100):
+        still = []
+        for booking in sorted(waiting):
+            if booking > now:
+                still.append(booking)
+                continue
+            decision, meter = _arrive(meter, cell, now, booking)
+            if decision.step is Step.START:
+                starts.append(now)
+            else:
+                still.append(decision.at)
+        waiting = still
+        now += 50
+    for begin in range(0, now, 10):
         inside = sum(begin <= s < begin + 1000 for s in starts)
-        assert inside <= 10 + 3, f"window at {begin} ms admitted {inside}"
+        assert inside <= 10 + 3, f"window at {begin} ms started {inside}"
+    after = sum(s >= 3000 for s in starts)
+    assert after >= (now - 3000) / 100 - 1, f"and the rate is used: {after} starts after 3 s"
 
 
-def test_a_job_under_two_rates_takes_a_token_of_each_at_the_later_time() -> None:
+def test_a_job_under_two_rates_starts_when_both_allow() -> None:
     fast, slow = Cell(interval=10, tolerance=0), Cell(interval=1000, tolerance=0)
-    at, tats = admit([None, 5000], 0, [fast, slow])
-    assert at == 5000
-    assert tats == [5010, 6000]
+    decision = decide([Meter(), Meter(tat=5000)], [fast, slow], 0, None)
+    assert (decision.step, decision.at) == (Step.BOOK, 5000)
+    assert [m.book for m in decision.meters] == [5010, 6000]

@@ -96,11 +96,30 @@ def test_a_rate_limited_job_gets_a_reservation_and_comes_back_once(
     )
     early = _ask(state, book, "j3", "", T0 + 1500)
     assert (early.verdict, early.until_ms) == (Verdict.WAIT, T0 + 2000), "early: waits again"
-    assert _ask(state, book, "j3", "", T0 + 2000).verdict is Verdict.ADMITTED
-    assert _ask(state, book, "j2", "", T0 + 2001).verdict is Verdict.ADMITTED, "late is fine"
-    later = _ask(state, book, "j5", "", T0 + 2002)
+    assert _ask(state, book, "j2", "", T0 + 1200).verdict is Verdict.ADMITTED, (
+        "late, and nobody took its turn: it starts"
+    )
+    held = _ask(state, book, "j3", "", T0 + 2000)
+    assert (held.verdict, held.until_ms) == (Verdict.WAIT, T0 + 2200), (
+        "a second apart from j2's late start, not from its booking: it waits a moment"
+    )
+    assert _ask(state, book, "j3", "", T0 + 2200).verdict is Verdict.ADMITTED
+    later = _ask(state, book, "j5", "", T0 + 2202)
     assert (later.verdict, later.until_ms) == (Verdict.WAIT, T0 + 4000), (
-        "a newcomer queues behind every reservation"
+        "a newcomer is booked behind every booking"
+    )
+
+
+def test_a_late_job_whose_turn_was_taken_is_booked_again_not_run(make_state: MakeState) -> None:
+    book = _book(api={"rate": "1/s"})
+    state = make_state(book)
+    _ask(state, book, "j1", "", T0)
+    _ask(state, book, "j2", "", T0)  # booked for +1000
+    _ask(state, book, "j3", "", T0)  # booked for +2000
+    assert _ask(state, book, "j3", "", T0 + 2500).verdict is Verdict.ADMITTED
+    again = _ask(state, book, "j2", "", T0 + 2500)
+    assert (again.verdict, again.until_ms) == (Verdict.WAIT, T0 + 3500), (
+        "two starts in one interval would break the rate: it is booked again"
     )
 
 

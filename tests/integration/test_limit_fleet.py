@@ -35,6 +35,8 @@ from tests.integration.ledger import LEDGER_ENV
 pytestmark = pytest.mark.slow
 
 RATE, BURST = 10, 2
+#: Seconds from the first start before the minute counted (the first pass over the backlog).
+WARM_UP = 10
 
 
 @dataclass
@@ -150,14 +152,16 @@ def test_a_rate_held_for_a_minute_across_two_supervisors_admits_its_count(fleet:
     fleet.start("--processes", "2")
     fleet.start("--processes", "2")
     first = fleet.wait(_starts, timeout=120)
-    t0 = min(_starts(first))
+    # Held from the end of the first pass (every job seen once: booked, or started),
+    # which takes a few seconds on two cores; the docs give that pass's figure.
+    t0 = min(_starts(first)) + WARM_UP
     runs = fleet.wait(lambda runs: max(_starts(runs)) >= t0 + 61, timeout=240)
-    starts = [at for at in _starts(runs) if at < t0 + 60]
+    starts = [at for at in _starts(runs) if t0 <= at < t0 + 60]
     expected = RATE * 60
     assert abs(len(starts) - expected) <= expected * 0.02, (
         f"{len(starts)} starts in 60 s at {RATE}/s (burst {BURST})"
     )
-    busiest = flow_ledger.busiest_window(starts)
+    busiest = flow_ledger.busiest_window(_starts(runs))  # the first pass's too
     assert busiest <= RATE + BURST, f"a 1-second window had {busiest} starts"
     assert {r.attempt for r in runs} == {1}, "waiting spent no attempt"
 

@@ -1,11 +1,13 @@
 """What limits cost: nothing for job types without one, and little for a held backlog.
 
-    .venv/bin/python bench/limits.py free [--jobs 20000] [--rounds 5] [--backends memory,sqlite,rabbitmq]
+    .venv/bin/python bench/limits.py free [--jobs 20000] [--rounds 5] [--backends memory,sqlite]
     .venv/bin/python bench/limits.py backlog [--jobs 10000] [--seconds 60] [--backend sqlite]
 
 ``free``: a worker drains ``--jobs`` no-op jobs of a type without limits, with no limits
 declared and with limits declared for another type (a rate and a concurrency limit per
 key, their state opened), rounds alternating; the median of each and their ratio.
+
+(``--backends rabbitmq`` too, on ``--amqp``.)
 
 ``backlog``: ``--jobs`` jobs of a type limited to 1/s wait in the queue; a worker runs for
 ``--seconds``. Reported: how long the first pass over the backlog took (each job is
@@ -26,8 +28,20 @@ import threading
 import time
 from typing import Any, ClassVar
 
-from queuey_core import Handler, Job, JobContext, MemoryBackend, Producer, QueueConfig, QueueSet
-from queuey_core import Worker
+import pika
+
+from queuey_core import (
+    Handler,
+    Job,
+    JobContext,
+    MemoryBackend,
+    Producer,
+    QueueConfig,
+    QueueSet,
+    Worker,
+)
+from queuey_core.backends.rabbitmq import RabbitMQBackend
+from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.clock import SystemClock
 from queuey_core.flow.limit_gate import LimitGate
 from queuey_core.flow.limit_setup import limit_state_for
@@ -76,13 +90,7 @@ class Place:
         if self.name == "memory":
             return MemoryBackend()
         if self.name == "sqlite":
-            from queuey_core.backends.sqlite import SqliteBackend
-
             return SqliteBackend(self.file_url())
-        import pika
-
-        from queuey_core.backends.rabbitmq import RabbitMQBackend
-
         conn = pika.BlockingConnection(pika.URLParameters(self.amqp))
         conn.channel().queue_delete(QUEUE)  # what a round before left
         conn.close()
@@ -127,8 +135,13 @@ def drain(place: Place, jobs: int, limited: bool) -> float:
         for start in range(0, jobs, 1000):
             producer.enqueue_many([Free() for _ in range(min(1000, jobs - start))])
         counting = Counting(jobs)
-        worker = Worker(backend, QUEUES, [Handler(Free, counting), Handler(Held, counting)],
-                        concurrency=8, limits=gate)
+        worker = Worker(
+            backend,
+            QUEUES,
+            [Handler(Free, counting), Handler(Held, counting)],
+            concurrency=8,
+            limits=gate,
+        )
         thread = threading.Thread(target=worker.run, daemon=True)
         began = time.perf_counter()
         thread.start()

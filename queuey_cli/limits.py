@@ -30,8 +30,10 @@ def limits(ctx: typer.Context, as_json: Annotated[bool, JsonOption] = False) -> 
     """Each rate and concurrency limit, and the keys in use: running, parked, next start."""
     # Here, not at the top: `queuey --help` does not load the flow package.
     from queuey_core.flow.limit_listing import read_limit_rows  # noqa: PLC0415
+    from queuey_core.handlers import discover  # noqa: PLC0415
 
-    rows = read_limit_rows(state(ctx).settings())
+    # With the job types plugins register: limits declared on a job class count too.
+    rows = read_limit_rows(state(ctx).settings(), [d.handler.job_type for d in discover()])
     if as_json:
         print_json({"limits": rows})
     elif not rows:

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from queuey_core.flow.limit_spec import Limit
 from queuey_core.retry import RetryPolicy
 
 
@@ -14,7 +15,9 @@ class Job(BaseModel):
 
     Subclasses set ``NAME`` (the job type on the wire, unique in an application) and
     ``QUEUE`` (a queue of the application's queue set), and may set ``RETRY`` to
-    override the queue's retry policy::
+    override the queue's retry policy, and ``LIMITS`` to start under rate and
+    concurrency limits (:class:`~queuey_core.flow.limit_spec.Limit`, beside
+    ``[limits.NAME]`` in the configuration)::
 
         class Greet(Job):
             NAME = "greet"
@@ -25,6 +28,7 @@ class Job(BaseModel):
     NAME: ClassVar[str]
     QUEUE: ClassVar[str]
     RETRY: ClassVar[RetryPolicy | None] = None
+    LIMITS: ClassVar[tuple[Limit, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -8,12 +8,13 @@ change the state (it only counts).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from queuey_core.flow.limit_setup import limit_book, limit_state_for, state_url
 from queuey_core.flow.limit_spec import LimitBook, LimitSpec
 from queuey_core.flow.limit_state import KeyCount
+from queuey_core.jobs import Job
 from queuey_core.settings import Settings
 
 #: The fields of a row, in the order a listing shows them.
@@ -46,14 +47,17 @@ def limit_rows(book: LimitBook, counts: Sequence[KeyCount], now_ms: int) -> list
     return rows
 
 
-def read_limit_rows(settings: Settings) -> list[dict[str, Any]]:
-    """The rows of the limits ``settings`` declare, read from their store (none: []).
+def read_limit_rows(
+    settings: Settings, job_types: Iterable[type[Job]] = ()
+) -> list[dict[str, Any]]:
+    """The rows of the limits ``settings`` and ``job_types`` declare, read from their
+    store (none: []).
 
     Raises:
         ConfigError: a bad limit, or no place where their state is kept.
         LimitStateError: that place cannot be reached.
     """
-    book = limit_book(settings)
+    book = limit_book(settings, job_types)
     if not book:
         return []
     state = limit_state_for(state_url(settings), book)

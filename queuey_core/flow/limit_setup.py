@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.errors import ConfigError
 from queuey_core.flow.limit_gate import LimitGate
-from queuey_core.flow.limit_spec import LimitBook, spec_from_table
+from queuey_core.flow.limit_spec import LimitBook, class_tables, spec_from_table
 from queuey_core.flow.limit_state import LimitState
+from queuey_core.jobs import Job
 from queuey_core.settings import Settings
 
 #: The one line a worker or ``queuey limits`` prints for limits on RabbitMQ without a
@@ -32,16 +33,24 @@ NO_LIMIT_STORE = (
 )
 
 
-def limit_book(settings: Settings) -> LimitBook:
-    """The limits ``settings`` declare (empty if none).
+def limit_book(settings: Settings, job_types: Iterable[type[Job]] = ()) -> LimitBook:
+    """The limits ``settings`` declare, and those ``job_types`` declare on their class
+    (``Job.LIMITS``); empty if none.
 
     Raises:
-        ConfigError: a limit that cannot work (one line naming it).
+        ConfigError: a limit that cannot work (one line naming it), or a name declared
+            both in the configuration and on a job class.
     """
-    return LimitBook(
-        spec_from_table(name, table.model_dump(exclude_none=True))
-        for name, table in settings.limits.items()
-    )
+    tables = {name: table.model_dump(exclude_none=True) for name, table in settings.limits.items()}
+    declared = class_tables((job.NAME, job.LIMITS) for job in job_types if job.LIMITS)
+    for name, table in declared.items():
+        if name in tables:
+            raise ConfigError(
+                f"limit {name!r} is declared both in [limits.{name}] and on job type "
+                f"{table['jobs'][0]!r}: give one of them another name"
+            )
+        tables[name] = table
+    return LimitBook(spec_from_table(name, table) for name, table in tables.items())
 
 
 def state_url(settings: Settings) -> str:
@@ -63,10 +72,12 @@ def state_url(settings: Settings) -> str:
     return url
 
 
-def check_limits(settings: Settings) -> None:
+def check_limits(settings: Settings, job_types: Iterable[type[Job]] = ()) -> None:
     """Refuse at start limits that cannot work, or that have no place to keep their
     state (one line: :class:`~queuey_core.errors.ConfigError`); nothing is opened."""
-    if limit_book(settings):
+    book = limit_book(settings, job_types)
+    if book:
+        book.check_known((job.NAME for job in job_types), settings.queues)
         state_url(settings)
 
 
@@ -90,22 +101,25 @@ def limit_state_for(url: str, book: LimitBook) -> LimitState:
 def limit_gate_for(
     settings: Settings,
     *,
-    job_types: Iterable[str],
+    job_types: Iterable[type[Job]],
     clock: Clock | None = None,
 ) -> LimitGate | None:
-    """The worker's gate for the limits ``settings`` declare; None when there are none.
+    """The worker's gate for the limits ``settings`` and ``job_types`` declare; None
+    when there are none.
 
     Args:
-        job_types: the job types the worker's application knows (a limit naming another
-            is refused: a typo would leave its jobs unlimited).
+        job_types: the job classes the worker's application knows, with their
+            ``LIMITS`` (a limit naming another job type is refused: a typo would leave
+            its jobs unlimited).
 
     Raises:
         ConfigError: a bad limit, or no place to keep their state.
         LimitStateError: that place cannot be reached at start.
     """
-    book = limit_book(settings)
+    job_types = list(job_types)
+    book = limit_book(settings, job_types)
     if not book:
         return None
-    book.check_known(job_types, settings.queues)
+    book.check_known((job.NAME for job in job_types), settings.queues)
     state = limit_state_for(state_url(settings), book)
     return LimitGate(book, state, clock=clock or SystemClock())

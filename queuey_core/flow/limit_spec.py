@@ -180,6 +180,53 @@ def key_of(spec: LimitSpec, job: Any) -> str:
     return text[:MAX_KEY_CHARS]
 
 
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A limit declared on a job class, binding its job type::
+
+        class Export(Job):
+            NAME = "export"
+            QUEUE = "reports"
+            LIMITS = (Limit("exports_per_tenant", concurrency=3, key="tenant"),)
+            tenant: str
+
+    The same ``name`` on several job classes is one limit shared by them (declared the
+    same on each); ``[limits.NAME]`` in the configuration may not reuse it.
+    """
+
+    name: str
+    rate: str | None = None
+    burst: int = 0
+    concurrency: int | None = None
+    key: str | None = None
+
+    def table(self) -> dict[str, Any]:
+        """The limit as a ``[limits.NAME]`` table would say it, without what it binds."""
+        found = {"rate": self.rate, "burst": self.burst, "concurrency": self.concurrency}
+        return {k: v for k, v in {**found, "key": self.key}.items() if v is not None}
+
+
+def class_tables(declared: Iterable[tuple[str, tuple[Limit, ...]]]) -> dict[str, dict[str, Any]]:
+    """The tables of limits declared on job classes (``(NAME, LIMITS)`` pairs), each
+    binding the job types that declare it.
+
+    Raises:
+        ConfigError: one name declared differently by two job classes.
+    """
+    tables: dict[str, dict[str, Any]] = {}
+    for job_type, limits in declared:
+        for limit in limits:
+            table = limit.table()
+            known = tables.setdefault(limit.name, {**table, "jobs": []})
+            if {k: v for k, v in known.items() if k != "jobs"} != table:
+                raise ConfigError(
+                    f"limit {limit.name!r} is declared differently by job types "
+                    f"{known['jobs'][0]!r} and {job_type!r}: declare it the same on each"
+                )
+            known["jobs"].append(job_type)
+    return tables
+
+
 class LimitBook:
     """Every declared limit, and which bind each job type (worked out once)."""
 

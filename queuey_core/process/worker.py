@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from queuey_core.errors import ConfigError
 from queuey_core.flow.limit_setup import check_limits, limit_gate_for
-from queuey_core.jobs import job_identity
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
 from queuey_core.process.stops import STOP_SIGNALS, StopRequests
@@ -92,9 +91,10 @@ def run_worker(
             f"(configured: {', '.join(queue_set)})"
         )
     consume = list(queues) if queues is not None else None
-    check_limits(settings)  # refused here, before a supervisor starts its children
     if handlers is None:
         handlers = plugin_handlers(queue_set)
+    # Refused here, before a supervisor starts its children.
+    check_limits(settings, [h.job_type for h in handlers])
     if with_scheduler and schedules is None:
         from queuey_core.process.scheduler import load_schedules  # noqa: PLC0415
 
@@ -154,7 +154,7 @@ def _run_one(
         metrics.registry.register(recorder.collector())
     gate = None
     try:
-        gate = limit_gate_for(settings, job_types=[job_identity(h.job_type)[0] for h in handlers])
+        gate = limit_gate_for(settings, job_types=[h.job_type for h in handlers])
         broker = backend_for(settings)
         w = Worker(
             broker,

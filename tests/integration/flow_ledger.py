@@ -9,7 +9,6 @@ file named by ``$QUEUEY_TEST_LEDGER``: ``event tenant job_id attempt time``.
 from __future__ import annotations
 
 import collections
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,8 @@ from typing import ClassVar
 from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import handler
+from tests.integration import ledger
 from tests.integration import plugins
-from tests.integration.ledger import LEDGER_ENV
 
 QUEUE = "flow.limited"
 
@@ -36,12 +35,7 @@ class Limited(Job):
 
 
 def _write(event: str, job: Limited, ctx: JobContext) -> None:
-    line = f"{event} {job.tenant} {ctx.job_id} {ctx.attempt} {time.time():.4f}\n"
-    fd = os.open(os.environ[LEDGER_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+    ledger.append(f"{event} {job.tenant} {ctx.job_id} {ctx.attempt} {time.time():.4f}\n")
 
 
 @handler

@@ -29,6 +29,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "jobs": ("queuey_cli.jobs", "jobs"),
     "cancel": ("queuey_cli.jobs", "cancel"),
     "queues": ("queuey_cli.queues", "app"),
+    "limits": ("queuey_cli.limits", "limits"),
     "handlers": ("queuey_cli.handlers", "handlers"),
     "scheduler": ("queuey_cli.scheduler", "scheduler"),
     "schema": ("queuey_cli.schema", "schema"),

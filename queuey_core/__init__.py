@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from queuey_core.clock import Clock, ManualClock, SystemClock
     from queuey_core.context import JobContext
     from queuey_core.envelope import Envelope
+    from queuey_core.flow.limit_spec import Limit
     from queuey_core.handlers import Handler, JobHandler, handler
     from queuey_core.jobs import Job
     from queuey_core.pending import PendingBatch
@@ -64,6 +65,7 @@ _LAZY = {
     **dict.fromkeys(("Clock", "ManualClock", "SystemClock"), "queuey_core.clock"),
     "JobContext": "queuey_core.context",
     "Envelope": "queuey_core.envelope",
+    "Limit": "queuey_core.flow.limit_spec",
     **dict.fromkeys(("Handler", "JobHandler", "handler"), "queuey_core.handlers"),
     "Job": "queuey_core.jobs",
     **dict.fromkeys(("QueueConfig", "QueueKind", "QueueSet"), "queuey_core.queues"),
@@ -118,6 +120,7 @@ __all__ = [
     "JobHandler",
     "JobInfo",
     "JobTimeout",
+    "Limit",
     "ManualClock",
     "MemoryBackend",
     "MissingCapabilityError",

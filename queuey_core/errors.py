@@ -22,6 +22,8 @@
     ├── DuplicateJobError             an enqueue refused: another job holds its unique key
     │                                 (nothing was published for it; the holder's id attached)
     ├── JobStoreError                 the job store refused, or could not be reached
+    ├── LimitStateError               the store of rate and concurrency limits could not
+    │                                 be reached (limited jobs wait: fail closed)
     ├── ResultTooLargeError           a handler's result over the [results] size limit
     ├── JobWaitTimeout                wait() gave up before the job finished
     ├── JobFailed                     wait(): the job ended without succeeding (its
@@ -253,6 +255,11 @@ class DuplicateJobError(QueueyError):
 
 class JobStoreError(QueueyError):
     """The job store refused an operation or could not be reached (one line, no secret)."""
+
+
+class LimitStateError(QueueyError):
+    """The store of rate and concurrency limits could not be reached (one line, no
+    secret): a limited job waits rather than run outside its limit."""
 
 
 class ResultTooLargeError(QueueyError):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from queuey_core.flow.limit_spec import Limit
 from queuey_core.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -17,8 +18,11 @@ class Job(BaseModel):
 
     Subclasses set ``NAME`` (the job type on the wire, unique in an application) and
     ``QUEUE`` (a queue of the application's queue set), and may set ``RETRY`` to
-    override the queue's retry policy, and ``UNIQUE`` to refuse a second enqueue of the
-    same key while the first holds it (:class:`~queuey_core.flow.unique.Unique`)::
+    override the queue's retry policy, ``UNIQUE`` to refuse a second enqueue of the
+    same key while the first holds it (:class:`~queuey_core.flow.unique.Unique`), and
+    ``LIMITS`` to start under rate and concurrency limits
+    (:class:`~queuey_core.flow.limit_spec.Limit`, beside ``[limits.NAME]`` in the
+    configuration)::
 
         class Greet(Job):
             NAME = "greet"
@@ -30,6 +34,7 @@ class Job(BaseModel):
     QUEUE: ClassVar[str]
     RETRY: ClassVar[RetryPolicy | None] = None
     UNIQUE: ClassVar[Unique | None] = None
+    LIMITS: ClassVar[tuple[Limit, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from queuey_core.errors import QueueyError
 from queuey_core.settings import Settings
-from queuey_dashboard import actions, dead_letter_pages, job_pages, pages
+from queuey_dashboard import actions, dead_letter_pages, job_pages, limit_pages, pages
 from queuey_dashboard.rendering import HERE, http_error, queuey_error, unexpected_error
 from queuey_dashboard.security import Guard
 from queuey_dashboard.state import Dashboard
@@ -53,6 +53,8 @@ ROUTES = [
     Route("/queues/{queue}/dead-letters/requeue", actions.requeue, methods=["POST"]),
     Route("/queues/{queue}/dead-letters/delete", actions.delete, methods=["POST"]),
     Route("/queues/{queue}/dead-letters/purge", actions.purge, methods=["POST"]),
+    Route("/limits", limit_pages.limits, name="limits"),
+    Route("/fragments/limits", limit_pages.limits_fragment),
     Route("/jobs", job_pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", job_pages.job),
     Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),

@@ -203,9 +203,10 @@ def exit_process(code: int) -> NoReturn:
 
 
 def _burst_watch(w: Worker, broker: Any) -> None:
-    """Shut the worker down once its queues are empty, it holds nothing, and no retry or
-    deferral is still held in the delay ladder (which any queue shares). A paused queue
-    counts as empty: its jobs wait for the resume, not for this worker."""
+    """Shut the worker down once its queues are empty, it holds nothing, no retry or
+    deferral is still held in the delay ladder (which any queue shares), and no job waits
+    parked behind a concurrency limit. A paused queue counts as empty: its jobs wait for
+    the resume, not for this worker."""
     from queuey_core.flow.pause import paused_queues  # noqa: PLC0415
 
     names = [q.name for q in w.queues]
@@ -221,6 +222,7 @@ def _burst_watch(w: Worker, broker: Any) -> None:
                 for name, c in seen.queues.items()
             )
             empty = empty and not seen.held
+            empty = empty and (w.limits is None or w.limits.parked() == 0)
         except QueueyError:
             continue
         quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from queuey_core.errors import ConfigError
+from queuey_core.flow.limit_setup import check_limits, limit_gate_for
 from queuey_core.flow.unique_setup import check_key_store, unique_keys_for
 from queuey_core.process.running import run_until_stopped
 from queuey_core.process.setup import backend_for, plugin_handlers
@@ -93,6 +94,8 @@ def run_worker(
     consume = list(queues) if queues is not None else None
     if handlers is None:
         handlers = plugin_handlers(queue_set)
+    # Refused here, before a supervisor starts its children.
+    check_limits(settings, [h.job_type for h in handlers])
     if with_scheduler and schedules is None:
         from queuey_core.process.scheduler import load_schedules  # noqa: PLC0415
 
@@ -150,8 +153,10 @@ def _run_one(
     recorder = recorder_for(settings)
     if recorder is not None and metrics is not None:
         metrics.registry.register(recorder.collector())
+    gate = None
     try:
         check_key_store(settings)  # before connecting: one line, nothing consumed
+        gate = limit_gate_for(settings, job_types=[h.job_type for h in handlers])
         broker = backend_for(settings)
         w = Worker(
             broker,
@@ -167,6 +172,7 @@ def _run_one(
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
             control_secret=_control_secret(settings),
             unique_keys=unique_keys_for(broker, settings),
+            limits=gate,
         )
         beside = None
         if schedules:
@@ -178,6 +184,8 @@ def _run_one(
         if beside is not None:
             beside.stop()
     finally:
+        if gate is not None:
+            gate.close()
         if recorder is not None:
             recorder.close()
         if server is not None:

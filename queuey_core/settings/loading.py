@@ -28,6 +28,7 @@ from queuey_core.errors import ConfigError
 from queuey_core.flow.unique_settings import UniqueSettings
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings.dashboard import DashboardSettings
+from queuey_core.settings.limits import LimitSettings
 from queuey_core.settings.results import ResultsSettings
 from queuey_core.settings.sections import (
     BrokerSettings,
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     dashboard: DashboardSettings = DashboardSettings()
     results: ResultsSettings = ResultsSettings()
     unique: dict[str, UniqueSettings] = Field(default_factory=dict)
+    limits: dict[str, LimitSettings] = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(

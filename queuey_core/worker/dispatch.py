@@ -60,12 +60,18 @@ from queuey_core.worker.admission import refusal
 from queuey_core.worker.cancels import NOT_RUN, CancelEvent, Cancels
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
+from queuey_core.worker.limited import run_limited
 from queuey_core.worker.outcome import Kind, Outcome, call_handler, handler_error_text
+from queuey_core.worker.outcome import failure_fields as _failed
+from queuey_core.worker.outcome import kind_words as _kind_words
+from queuey_core.worker.outcome import timed_out_outcome as _timed_out
 from queuey_core.worker.redelivery import MAX_REDELIVERIES, RedeliveryCounter
 from queuey_core.worker.timeout import run_with_timeout
 from queuey_core.worker.tracked import Tracked
 
 if TYPE_CHECKING:  # asyncio is imported only by a worker with async handlers
+    from queuey_core.flow.limit_gate import LimitGate
+    from queuey_core.flow.limit_spec import LimitSpec
     from queuey_core.worker.async_job import AsyncJob
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
@@ -82,6 +88,9 @@ class Route:
     queue: QueueConfig
     policy: RetryPolicy
     is_async: bool = False  # run on the worker's event loop (:mod:`.asyncio_runner`)
+    #: The limits its jobs count against (:mod:`queuey_core.flow`); None: not one, so
+    #: its jobs cost nothing more than this attribute's read.
+    limits: tuple[LimitSpec, ...] | None = None
 
 
 class Dispatcher:
@@ -98,7 +107,9 @@ class Dispatcher:
         hooks: HookRunner | None = None,
         aio: AsyncRunner | None = None,
         cancels: Cancels | None = None,
+        gate: LimitGate | None = None,
     ) -> None:
+        self._gate = gate
         self._aio = aio
         self._hooks = hooks if hooks is not None else HookRunner((), clock)
         self._cancels = cancels if cancels is not None else Cancels()
@@ -117,7 +128,7 @@ class Dispatcher:
             fields = {"queue": _safe(lambda: delivery.queue)}
             logger.critical("worker error while processing a delivery", exc_info=True, extra=fields)
             if not tracked.attempted:
-                self._settle(
+                self.settle(
                     tracked.dead_letter, (f"worker error: {handler_error_text(exc)}",), fields
                 )
 
@@ -145,7 +156,7 @@ class Dispatcher:
             )
             reason = f"redelivered {redeliveries} times without being settled"
             self._hooks.dead_lettered(delivery, reason)
-            self._settle(delivery.dead_letter, (reason,), fields)
+            self.settle(delivery.dead_letter, (reason,), fields)
             return
         if env.queue != queue:
             logger.error("envelope names another queue; dead-lettering", extra=fields)
@@ -153,16 +164,16 @@ class Dispatcher:
                 f"envelope queue {env.queue!r} is not the queue it was delivered from ({queue!r})"
             )
             self._hooks.dead_lettered(delivery, reason)
-            self._settle(delivery.dead_letter, (reason,), fields)
+            self.settle(delivery.dead_letter, (reason,), fields)
             return
         if env.job_id in self._cancels:  # `queuey cancel`: acked unrun
             self._hooks.cancelled(delivery, NOT_RUN)
-            return self._settle(delivery.ack, (), fields)
+            return self.settle(delivery.ack, (), fields)
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
             self._hooks.dead_lettered(delivery, f"no handler for job type {env.job_type!r}")
-            self._settle(
+            self.settle(
                 delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
             )
             return
@@ -170,16 +181,25 @@ class Dispatcher:
         if refused is not None:
             logger.error("%s; dead-lettering", refused, extra=fields)
             self._hooks.dead_lettered(delivery, refused)
-            self._settle(delivery.dead_letter, (refused,), fields)
+            self.settle(delivery.dead_letter, (refused,), fields)
             return
         try:
             job = env.decode_job(route.job_type)
         except DecodeError as exc:
             logger.error("payload does not fit the job model: %s", exc, extra=fields)
             self._hooks.dead_lettered(delivery, f"decode error: {exc}")
-            self._settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
+            self.settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
             return
+        if route.limits is not None and self._gate is not None:
+            run = functools.partial(self._run, delivery, route, job, fields)
+            args = (self._gate, delivery, route.limits, job, fields)
+            return run_limited(*args, settle=self.settle, run=run, gives_back=not route.is_async)
+        self._run(delivery, route, job, fields)
 
+    def _run(self, delivery: Tracked, route: Route, job: Job, fields: dict[str, Any]) -> None:
+        """Run the job of ``delivery`` (decoded; admitted, if limited) and settle it."""
+        inner = delivery.inner
+        env, queue, redelivered = inner.envelope, inner.queue, inner.redelivered
         ctx = JobContext(
             job_id=env.job_id,
             job_type=env.job_type,
@@ -231,7 +251,11 @@ class Dispatcher:
         if outcome.timed_out:
             self._hooks.timed_out(item.delivery, outcome.error)
         outcome = self._cancels.ended(item.ctx, outcome)
-        self._settle_outcome(item.delivery, item.route, outcome, item.fields)
+        try:
+            self._settle_outcome(item.delivery, item.route, outcome, item.fields)
+        finally:  # a limited job's slots are given back once it is settled
+            if item.route.limits is not None and self._gate is not None:
+                self._gate.release(item.fields["job_id"])
 
     def _call_with_timeout(
         self,
@@ -295,7 +319,7 @@ class Dispatcher:
             logger.error("%s; dead-lettering", reason, extra=_failed(fields, outcome))
             self._hooks.dead_lettered(delivery, reason, outcome.error)
             operation, args = delivery.dead_letter, (reason,)
-        self._settle(operation, args, fields)
+        self.settle(operation, args, fields)
 
     def _decide(
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
@@ -352,7 +376,7 @@ class Dispatcher:
         self._handle.record_settle_failure()
         logger.error("failed to settle delivery (ack): %s", handler_error_text(error), extra=fields)
 
-    def _settle(
+    def settle(
         self, operation: Callable[..., None], args: tuple[Any, ...], fields: dict[str, Any]
     ) -> None:
         """Run a settle; log and count (never raise) a failure: the broker keeps the job."""
@@ -366,25 +390,6 @@ class Dispatcher:
                 extra=fields,
                 exc_info=True,
             )
-
-
-@functools.lru_cache(maxsize=64)
-def _timed_out(timeout: float) -> Outcome:
-    """The outcome of a job that outlived ``timeout`` (made once per timeout: one is
-    made ready for every job run under a timeout)."""
-    return Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
-
-
-def _failed(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
-    """A failure's log fields: the job's, and where the handler raised (``traceback``,
-    a field of its own so that JSON logs carry it at every level)."""
-    return {**fields, "traceback": outcome.traceback} if outcome.traceback else fields
-
-
-def _kind_words(outcome: Outcome) -> tuple[str, str]:
-    if outcome.kind is Kind.DEFERRED:
-        return "the deferral", "it deferred"
-    return ("the retry" if outcome.kind is Kind.RETRYABLE else "the settle"), "it failed"
 
 
 def _safe(read: Callable[[], str]) -> str:

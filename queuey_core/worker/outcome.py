@@ -13,9 +13,11 @@ no local variables.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import traceback
 from dataclasses import dataclass
+from typing import Any
 
 from queuey_core.context import JobContext
 from queuey_core.errors import Deferred, Fatal, JobCancelled, JobTimeout, Retryable
@@ -193,3 +195,23 @@ def _deferred(d: Deferred) -> Outcome:
     except Exception:
         delay = math.nan
     return Outcome(Kind.DEFERRED, reason, delay)
+
+
+@functools.lru_cache(maxsize=64)
+def timed_out_outcome(timeout: float) -> Outcome:
+    """The outcome of a job that outlived ``timeout`` (made once per timeout: one is
+    made ready for every job run under a timeout)."""
+    return Outcome(Kind.RETRYABLE, f"job timed out after {timeout:g}s", timed_out=True)
+
+
+def failure_fields(fields: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    """A failure's log fields: the job's, and where the handler raised (``traceback``,
+    a field of its own so that JSON logs carry it at every level)."""
+    return {**fields, "traceback": outcome.traceback} if outcome.traceback else fields
+
+
+def kind_words(outcome: Outcome) -> tuple[str, str]:
+    """How a reason names the settle that could not be built, and its cause."""
+    if outcome.kind is Kind.DEFERRED:
+        return "the deferral", "it deferred"
+    return ("the retry" if outcome.kind is Kind.RETRYABLE else "the settle"), "it failed"

@@ -37,6 +37,7 @@ from queuey_core.worker.hooks import HookRunner, WorkerHooks
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from queuey_core.flow.limit_gate import LimitGate
     from queuey_core.flow.unique_keys import UniqueKeys
     from queuey_core.worker.asyncio_runner import AsyncRunner
 
@@ -93,6 +94,10 @@ class Worker:
         unique_keys: where jobs' unique keys are let go of as their periods end
             (default: the backend's own, on a backend that keeps them; on RabbitMQ, the
             job store's: :func:`~queuey_core.flow.unique_store.open_unique_keys`).
+        limits: the rate and concurrency limits its jobs start under, and their state
+            (:mod:`queuey_core.flow`; :func:`~queuey_core.flow.limit_setup.limit_gate_for`
+            makes one from the settings). The worker runs its heartbeat while it runs;
+            the caller closes it.
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class Worker:
         async_concurrency: int | None = None,
         loop_block_warning: float | None = 1.0,
         unique_keys: UniqueKeys | None = None,
+        limits: LimitGate | None = None,
     ) -> None:
         if job_timeout is not None and job_timeout <= 0:
             raise ValueError("job_timeout must be positive")
@@ -126,7 +132,11 @@ class Worker:
                 raise DuplicateHandlerError(name)
             config = queues[queue_name]
             policy = h.job_type.RETRY or config.retry
-            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h))
+            bound = limits.limits_of(name, queue_name) if limits is not None else None
+            self._routes[name] = Route(h, h.job_type, config, policy, is_async(h), bound)
+        self._gate = limits
+        if limits is not None:
+            limits.bind(backend.publish)
         self._queues = queues.select(consume)
         self._concurrency = max(
             1, concurrency if concurrency is not None else sum(map(_threads_for, self._queues))
@@ -171,6 +181,7 @@ class Worker:
             hooks=self._hooks,
             aio=self._aio,
             cancels=self._cancels,
+            gate=limits,
         )
         self._dispatch: Callable[[Delivery], None] = self._dispatcher.dispatch
         if tracing is not None:
@@ -186,6 +197,11 @@ class Worker:
     def concurrency(self) -> int:
         """The most jobs this worker runs at the same time."""
         return self._concurrency
+
+    @property
+    def limits(self) -> LimitGate | None:
+        """The gate of the limits its jobs start under, if any."""
+        return self._gate
 
     @property
     def handle(self) -> WorkerHandle:
@@ -267,6 +283,8 @@ class Worker:
                 # must not delay the first delivery. Then the cancels, before any job runs
                 # (deliveries wait in `events` meanwhile).
                 control = self._serve_control(consumers)
+                if self._gate is not None:
+                    self._gate.start()
                 cancels.wait()
                 if self._aio is not None:
                     self._aio.start()
@@ -300,6 +318,8 @@ class Worker:
             consumers.close()  # anything never processed goes back to the broker
             if control is not None:
                 control.close()
+            if self._gate is not None:  # after the drain: every slot was given back
+                self._gate.stop()
             cancels.close()
 
         error = errors[0] if errors else None

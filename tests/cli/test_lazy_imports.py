@@ -67,6 +67,7 @@ COMMANDS = [
     "jobs",
     "cancel",
     "queues",
+    "limits",
     "handlers",
     "scheduler",
     "schema",

@@ -26,6 +26,8 @@ from queuey_core.backends.rabbitmq import dead_letter_writes
 from queuey_core.backends.rabbitmq import delivery
 from queuey_core.backends.rabbitmq import topology
 from queuey_core.control import signing
+from queuey_core.flow import limit_gate
+from queuey_core.flow import limit_state
 from queuey_core.logs.writer import LOG_BATCH_SECONDS
 from queuey_core.observability.http_messages import Limits
 from queuey_core.process import Exit
@@ -110,6 +112,13 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"with up to (three|\d+) batches handed to", enqueue_file.IN_FLIGHT),
         # The command line (docs/cli.md).
         (r"what gathered in (\d+) ms, one write", LOG_BATCH_SECONDS * 1000),
+        # Rate and concurrency limits (docs/flow-control.md).
+        (r"renews them every (\d+) s", limit_state.SWEEP_EVERY_MS / 1000),
+        (r"gives its slots back (\d+) s after its last renewal", limit_state.SLOT_LEASE_MS / 1000),
+        (r"comes back within the (\d+) s lease", limit_state.SLOT_LEASE_MS / 1000),
+        (r"is deferred by (\d+) s, priority and attempt kept", limit_gate.STORE_DOWN_DELAY),
+        (r"waits (\d+) s for it to come back", limit_state.RELEASE_HOLD_MS / 1000),
+        (r"is published again after (\d+) s", limit_state.REPUBLISH_AFTER_MS / 1000),
         # The job store's dead letters.
         (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
         (r"claims up to (\d+) rows", dead_letter_moves.BATCH),

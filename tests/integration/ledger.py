@@ -44,13 +44,18 @@ class Quorum(Job):
     ms: int = 0
 
 
-def _write(event: str, ctx: JobContext) -> None:
-    line = f"{event} {ctx.job_id} {os.getpid()} {ctx.attempt} {time.time():.3f}\n"
+def append(line: str) -> None:
+    """Append ``line`` to the ledger in one ``O_APPEND`` write (lines of several
+    processes never interleave)."""
     fd = os.open(os.environ[LEDGER_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def _write(event: str, ctx: JobContext) -> None:
+    append(f"{event} {ctx.job_id} {os.getpid()} {ctx.attempt} {time.time():.3f}\n")
 
 
 def _run(ms: int, ctx: JobContext) -> None:

@@ -11,8 +11,9 @@ Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 counts), the counts of jobs and dead letters (``queuey_counts``, ``queuey_dead_counts``:
 kept by triggers, see :mod:`.counts`), the control channel (``queuey_control_*``) and
 the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``), paused queues
-(``queuey_paused``: :mod:`.pause_table`) and the unique keys jobs hold
-(``queuey_unique_keys``, :mod:`queuey_core.flow.unique_keys`). A job's W3C trace
+(``queuey_paused``: :mod:`.pause_table`), the unique keys jobs hold
+(``queuey_unique_keys``, :mod:`queuey_core.flow.unique_keys`) and the limits' state
+(``queuey_limit_*``: :mod:`queuey_core.flow.limit_schema`). A job's W3C trace
 context is kept beside its body (``traceparent``, ``tracestate``: NULL when untraced),
 never in it.
 """
@@ -20,7 +21,7 @@ never in it.
 from __future__ import annotations
 
 from queuey_core.backends.sqlite import counts, pause_table
-from queuey_core.flow import unique_keys
+from queuey_core.flow import limit_schema, unique_keys
 
 SCHEMA_VERSION = 4
 
@@ -99,6 +100,7 @@ SCHEMA: tuple[str, ...] = (
     *counts.SCHEMA,
     *pause_table.SCHEMA,
     *unique_keys.SCHEMA,
+    *limit_schema.SCHEMA,
 )
 
 #: What turns a file of version ``v - 1`` into version ``v``: the statements of key ``v``.
@@ -113,7 +115,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     ),
     # Version 3: counts kept by triggers (issue 41), filled in once from the rows.
     3: counts.SCHEMA + counts.FILL,
-    # Version 4: flow control (issue 43), each part's tables: paused queues
-    # (``queuey_paused``, .pause_table) and unique keys.
-    4: (*pause_table.SCHEMA, *unique_keys.SCHEMA),
+    # Version 4: flow control (issue 43), each part's tables of its own, nothing else
+    # touched: paused queues (``queuey_paused``, .pause_table), unique keys, limits.
+    4: (*pause_table.SCHEMA, *unique_keys.SCHEMA, *limit_schema.SCHEMA),
 }

@@ -1,0 +1,216 @@
+"""Limits across real ``queuey worker`` processes: the accuracy of a rate, a concurrency
+limit per key that no instant of the ledger exceeds, and a ``kill -9`` that gives its
+slot back. On the embedded file (its own state) and on RabbitMQ with a SQLite store.
+
+Slow (minutes): run with ``QUEUEY_TEST_SLOW=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+
+import pytest
+
+from queuey_core import Producer
+from queuey_core.backends.open import open_backend
+from queuey_core.flow.limit_state import SLOT_LEASE_MS
+from queuey_core.flow.limit_state import SWEEP_EVERY_MS
+from queuey_core.settings import load_settings
+from tests.harness import AMQP_URL
+from tests.integration import flow_ledger
+from tests.integration.broker import clean_queues
+from tests.integration.fleet import QUEUEY
+from tests.integration.fleet import REPO
+from tests.integration.flow_ledger import Limited
+from tests.integration.ledger import LEDGER_ENV
+
+pytestmark = pytest.mark.slow
+
+RATE, BURST = 10, 2
+#: Seconds from the first start before the minute counted (the first pass over the backlog).
+WARM_UP = 10
+
+
+@dataclass
+class Fleet:
+    folder: Path
+    config: Path
+    ledger: Path
+    procs: list[subprocess.Popen[bytes]]
+    ids: set[str] = field(default_factory=set)
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        plugin = flow_ledger.plugin_path(self.folder / "plugin")
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("QUEUEY_")},
+            "PYTHONPATH": os.pathsep.join([str(plugin), str(REPO)]),
+            LEDGER_ENV: str(self.ledger),
+        }
+        log = (self.folder / f"worker-{len(self.procs)}.log").open("w")
+        command = [str(QUEUEY), "--config", str(self.config), "worker", "--queues"]
+        proc = subprocess.Popen(
+            [*command, flow_ledger.QUEUE, *args], stdout=log, stderr=log, env=env
+        )
+        self.procs.append(proc)
+        return proc
+
+    def enqueue(self, jobs: list[Limited]) -> set[str]:
+        """Enqueue ``jobs``; their ids. The ledger is read for these ids only: a job a
+        test before left in the delay ladder may still come back to the queue."""
+        settings, _ = load_settings(self.config)
+        backend = open_backend(settings.broker)
+        ids: set[str] = set()
+        try:
+            producer = Producer(backend, settings.queue_set())
+            for start in range(0, len(jobs), 200):
+                ids.update(str(i) for i in producer.enqueue_many(jobs[start : start + 200]))
+        finally:
+            backend.close()
+        self.ids |= ids
+        return ids
+
+    def wait(
+        self, cond: Callable[[list[flow_ledger.Run]], object], timeout: float
+    ) -> list[flow_ledger.Run]:
+        """The ledger's runs of this test's jobs, once ``cond`` holds of them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = [r for r in flow_ledger.read(self.ledger) if r.job_id in self.ids]
+            if cond(runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise AssertionError(f"ledger never got there ({len(runs)} lines)")
+            for proc in self.procs:
+                assert proc.poll() is None or proc.returncode == -9, "a worker died"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("rabbitmq+sqlite", marks=pytest.mark.integration)])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
+    """Workers on one backend, limits declared by each test's ``limits`` table."""
+    if request.param == "sqlite":
+        broker = f'url = "sqlite:///{tmp_path}/queuey.db?lease=2"'
+        results = ""
+    else:
+        broker = f'url = "{AMQP_URL}"'
+        results = f'[results]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+    config = tmp_path / "queuey.toml"
+    config.write_text(
+        f"""
+[broker]
+{broker}
+
+{results}
+[worker]
+shutdown_timeout = "20s"
+
+[queues."{flow_ledger.QUEUE}"]
+prefetch = 4
+
+[queues.alpha]
+
+[queues.beta]
+"""
+    )
+    found = Fleet(tmp_path, config, tmp_path / "ledger.txt", [])
+    if request.param == "sqlite":
+        yield found
+        found.stop()
+        return
+    with clean_queues(flow_ledger.QUEUE):
+        yield found
+        found.stop()
+
+
+def _starts(runs: list[flow_ledger.Run]) -> list[float]:
+    return [r.at for r in runs if r.event == "start"]
+
+
+def _limit(fleet: Fleet, table: str) -> None:
+    with fleet.config.open("a") as f:
+        f.write(table)
+
+
+def test_a_rate_held_for_a_minute_across_two_supervisors_admits_its_count(fleet: Fleet) -> None:
+    _limit(
+        fleet,
+        f'[limits.api]\nrate = "{RATE}/s"\nburst = {BURST}\njobs = ["{Limited.NAME}"]\n',
+    )
+    fleet.enqueue([Limited(tenant="t") for _ in range(900)])
+    fleet.start("--processes", "2")
+    fleet.start("--processes", "2")
+    first = fleet.wait(_starts, timeout=120)
+    # Held from the end of the first pass (every job seen once: booked, or started),
+    # which takes a few seconds on two cores; the docs give that pass's figure.
+    t0 = min(_starts(first)) + WARM_UP
+    runs = fleet.wait(lambda runs: max(_starts(runs)) >= t0 + 61, timeout=240)
+    starts = [at for at in _starts(runs) if t0 <= at < t0 + 60]
+    expected = RATE * 60
+    assert abs(len(starts) - expected) <= expected * 0.02, (
+        f"{len(starts)} starts in 60 s at {RATE}/s (burst {BURST})"
+    )
+    busiest = flow_ledger.busiest_window(_starts(runs))  # the first pass's too
+    assert busiest <= RATE + BURST, f"a 1-second window had {busiest} starts"
+    assert {r.attempt for r in runs} == {1}, "waiting spent no attempt"
+
+
+def test_a_concurrency_limit_per_key_is_never_exceeded_by_eight_workers(fleet: Fleet) -> None:
+    _limit(
+        fleet,
+        f'[limits.tenant]\nconcurrency = 2\nkey = "tenant"\njobs = ["{Limited.NAME}"]\n',
+    )
+    rng = random.Random(43)
+    jobs = [Limited(tenant=f"t{rng.randrange(50)}", ms=rng.randrange(20, 120)) for _ in range(600)]
+    fleet.enqueue(jobs)
+    for _ in range(2):
+        fleet.start("--processes", "4")
+    runs = fleet.wait(lambda runs: len({r.job_id for r in runs if r.event == "done"}) == 600, 900)
+    most = flow_ledger.most_running(runs)
+    assert max(most.values()) <= 2, f"more than 2 of a tenant at once: {most}"
+    assert len(most) == 50
+    assert max(most.values()) == 2, "the limit was reached, so it was tested"
+    assert {r.attempt for r in runs} == {1}, "waiting spent no attempt"
+
+
+def test_a_killed_worker_gives_its_slot_back_within_the_lease(fleet: Fleet) -> None:
+    _limit(fleet, f'[limits.mutex]\nconcurrency = 1\nkey = "tenant"\njobs = ["{Limited.NAME}"]\n')
+    holder = fleet.start()
+    fleet.enqueue([Limited(tenant="k", ms=600_000, once=True)])
+    fleet.wait(lambda runs: len(runs) == 1, timeout=60)
+    fleet.start()
+    fleet.enqueue([Limited(tenant="k")])
+    time.sleep(3)  # the second job is parked meanwhile
+    held = [r.event for r in flow_ledger.read(fleet.ledger) if r.job_id in fleet.ids]
+    assert held == ["start"], "mutex held"
+    killed = time.time()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(10)
+    runs = fleet.wait(lambda runs: sum(r.event == "done" for r in runs) == 2, timeout=120)
+    next_start = min(r.at for r in runs if r.event == "start" and r.at > killed)
+    bound = (SLOT_LEASE_MS + 2 * SWEEP_EVERY_MS) / 1000 + 5  # +5 s: a loaded machine
+    assert next_start - killed <= bound, (
+        f"the key ran again {next_start - killed:.1f} s after the kill (lease "
+        f"{SLOT_LEASE_MS / 1000:g} s)"
+    )
+    after = [r for r in runs if r.at > killed]  # the killed run never wrote its done
+    assert flow_ledger.most_running(after)["k"] == 1, "one at a time after the kill too"

@@ -163,6 +163,12 @@ class Envelope(TracedModel):
     payload: dict[str, Any] = Field(
         description="The job's fields, validated against the job type's model by the worker."
     )
+    workflow: uuid.UUID | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The workflow the job is a member of (protocol 1.3), absent for a job "
+        "on its own: a worker that records workflows reports the member's end to it.",
+    )
 
     @field_validator("v", mode="before")
     @classmethod

@@ -32,7 +32,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 #: The version of the wire protocol's schemas: MAJOR is the envelope's format ``v``,
 #: MINOR grows with every change a validator can see (docs/protocol-changelog.md).
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
 #: Where every schema names its version: ``$comment`` is for readers, and every
 #: validator (Ajv in strict mode too) takes it without being told.
 VERSION_COMMENT = f"queuey wire protocol {PROTOCOL_VERSION}: docs/protocol-changelog.md"

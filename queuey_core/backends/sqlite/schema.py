@@ -10,7 +10,8 @@ Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 ``queuey_queues`` (declared queues), ``queuey_consumers`` (who consumes what, for
 counts), the counts of jobs and dead letters (``queuey_counts``, ``queuey_dead_counts``:
 kept by triggers, see :mod:`.counts`), the control channel (``queuey_control_*``) and
-the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``). A job's W3C trace
+the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``) and workflows'
+(``queuey_workflow*``: :mod:`queuey_core.workflows.sql`). A job's W3C trace
 context is kept beside its body (``traceparent``, ``tracestate``: NULL when untraced),
 never in it.
 """
@@ -18,8 +19,9 @@ never in it.
 from __future__ import annotations
 
 from queuey_core.backends.sqlite import counts
+from queuey_core.workflows.sql import TABLES as WORKFLOW_TABLES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE queuey_schema (version INTEGER NOT NULL)",
@@ -94,6 +96,7 @@ SCHEMA: tuple[str, ...] = (
         expires_at INTEGER NOT NULL
     )""",
     *counts.SCHEMA,
+    *WORKFLOW_TABLES,
 )
 
 #: What turns a file of version ``v - 1`` into version ``v``: the statements of key ``v``.
@@ -108,4 +111,6 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     ),
     # Version 3: counts kept by triggers (issue 41), filled in once from the rows.
     3: counts.SCHEMA + counts.FILL,
+    # Version 4: workflows (issue 44): their rows, members and edges.
+    4: WORKFLOW_TABLES,
 }

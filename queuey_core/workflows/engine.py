@@ -24,7 +24,7 @@ from queuey_core.errors import BackendError, QueueyError
 from queuey_core.first_attempts import make_envelope
 from queuey_core.queues import QueueSet
 from queuey_core.uuid7 import uuid7
-from queuey_core.workflows import sql
+from queuey_core.workflows import tables
 from queuey_core.workflows.shapes import Planned, Workflow
 from queuey_core.workflows.sql import NewMember
 from queuey_core.workflows.store import WorkflowStore
@@ -108,13 +108,13 @@ class Workflows:
         workflow_id = uuid7(now)
         ids = [uuid7(now) for _ in plan.members]
         rows = [
-            self._member(p, ids[i], i, sql.MEMBER, workflow_id, now, [ids[d] for d in p.after])
+            self._member(p, ids[i], i, tables.MEMBER, workflow_id, now, [ids[d] for d in p.after])
             for i, p in enumerate(plan.members)
         ]
         if plan.on_error is not None:
             rows.append(
                 self._member(
-                    plan.on_error, uuid7(now), len(rows), sql.ON_ERROR, workflow_id, now, []
+                    plan.on_error, uuid7(now), len(rows), tables.ON_ERROR, workflow_id, now, []
                 )
             )
         ready = self.store.create(str(workflow_id), plan.name, plan.on_failure, rows, now)

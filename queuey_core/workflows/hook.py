@@ -24,7 +24,7 @@ from queuey_core.context import JobContext
 from queuey_core.errors import JobStoreError
 from queuey_core.results.encoding import encode_result
 from queuey_core.worker.hooks import RunningWorker, WorkerHooks
-from queuey_core.workflows import sql
+from queuey_core.workflows import tables
 from queuey_core.workflows.engine import Workflows
 
 logger = logging.getLogger(__name__)
@@ -38,9 +38,9 @@ RETRY_WAITS = (0.05, 0.25, 1.0, 3.0)
 MAX_RESULT = 16 * 1024 * 1024
 
 _OUTCOMES = {
-    "succeeded": sql.SUCCEEDED,
-    "dead_lettered": sql.FAILED,
-    "cancelled": sql.CANCELLED,
+    "succeeded": tables.SUCCEEDED,
+    "dead_lettered": tables.FAILED,
+    "cancelled": tables.CANCELLED,
 }
 
 # job id -> whether the member had started before its current run (read by the handler).
@@ -111,7 +111,7 @@ class WorkflowHook(WorkerHooks):
         if outcome is None:
             return  # a retry or a deferral: the member has not ended
         kept = None
-        if outcome == sql.SUCCEEDED and result is not None:
+        if outcome == tables.SUCCEEDED and result is not None:
             kept, why = encode_result(result, MAX_RESULT)
             if kept is None:
                 logger.warning("workflow member's result not passed on: %s", why)
@@ -129,9 +129,9 @@ class WorkflowHook(WorkerHooks):
                 extra={"job_id": str(job_id), "job_type": envelope.job_type},
             )
             return
-        if ending.workflow == sql.SUCCEEDED:
+        if ending.workflow == tables.SUCCEEDED:
             self.finished += 1
-        elif ending.workflow == sql.FAILED:
+        elif ending.workflow == tables.FAILED:
             self.failed += 1
         if ending.ready:
             self._workflows.publish(ending.ready)

@@ -1,9 +1,9 @@
 """A workflow's state in SQL, and every change to it: the same on SQLite and PostgreSQL.
 
-Owns: the tables (:data:`TABLES`, also part of the embedded file's schema 4) and the
-transitions, each run inside one transaction the caller opened on a DB-API cursor:
-:func:`create`, :func:`started`, :func:`ended`, :func:`cancel`, the outbox
-(:func:`unsent`, :func:`mark_sent`) and the reads (:func:`workflow`, :func:`members`).
+Owns: the transitions of the tables of :mod:`.tables`, each run inside one transaction
+the caller opened on a DB-API cursor: :func:`create`, :func:`started`, :func:`ended`,
+:func:`cancel`, the outbox (:func:`unsent`, :func:`mark_sent`) and the reads
+(:func:`workflow`, :func:`members`).
 
 A member's end is one transaction, idempotent by its job id: it marks the member, takes
 one from the counter of unfinished dependencies of each member that waits for it, and
@@ -22,100 +22,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Member states. ``waiting``: dependencies unfinished; ``ready``: in the outbox;
-#: ``sent``: published; ``started``: a handler took it; ``halted``: held by a failure
-#: (policy ``cancel``); ``failed``: dead-lettered (a requeue can still revive it).
-WAITING, READY, SENT, STARTED, SUCCEEDED, FAILED, CANCELLED, HALTED = (
-    "waiting",
-    "ready",
-    "sent",
-    "started",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "halted",
+from queuey_core.workflows.tables import (
+    CANCELLED,
+    FAILED,
+    HALTED,
+    MEMBER,
+    ON_ERROR,
+    READY,
+    RUNNING,
+    SENT,
+    STARTED,
+    SUCCEEDED,
+    WAITING,
+    Sql,
 )
-#: Workflow states.
-RUNNING = "running"
-#: A member's role: one of the workflow's, or its error callback (which never counts
-#: towards the workflow's end).
-MEMBER, ON_ERROR = "member", "on_error"
-
-
-def tables(prefix: str = "") -> tuple[str, ...]:
-    """The DDL, each table name after ``prefix`` (a PostgreSQL schema's ``"name".``)."""
-    w, m, e = (f"{prefix}{t}" for t in ("queuey_workflows", _MEMBERS, _EDGES))
-    return (
-        f"""CREATE TABLE IF NOT EXISTS {w} (
-            workflow_id TEXT PRIMARY KEY,
-            name TEXT NOT NULL,
-            state TEXT NOT NULL,
-            on_failure TEXT NOT NULL,
-            members INTEGER NOT NULL,
-            succeeded INTEGER NOT NULL DEFAULT 0,
-            dead INTEGER NOT NULL DEFAULT 0,
-            error TEXT NOT NULL DEFAULT '',
-            created_at BIGINT NOT NULL,
-            started_at BIGINT,
-            updated_at BIGINT NOT NULL
-        )""",
-        f"""CREATE TABLE IF NOT EXISTS {m} (
-            job_id TEXT PRIMARY KEY,
-            workflow_id TEXT NOT NULL,
-            position INTEGER NOT NULL,
-            role TEXT NOT NULL,
-            job_type TEXT NOT NULL,
-            state TEXT NOT NULL,
-            waiting INTEGER NOT NULL,
-            receives TEXT,
-            takes TEXT NOT NULL,
-            envelope TEXT NOT NULL,
-            result TEXT,
-            error TEXT NOT NULL DEFAULT '',
-            starts INTEGER NOT NULL DEFAULT 0,
-            ready_at BIGINT
-        )""",
-        f"CREATE INDEX IF NOT EXISTS queuey_workflow_members_workflow ON {m} "
-        "(workflow_id, position)",
-        # Partial: the outbox's sweep reads only what is waiting to be published.
-        f"CREATE INDEX IF NOT EXISTS queuey_workflow_members_outbox ON {m} (ready_at) "
-        f"WHERE state = '{READY}'",
-        f"""CREATE TABLE IF NOT EXISTS {e} (
-            parent TEXT NOT NULL,
-            child TEXT NOT NULL,
-            position INTEGER NOT NULL,
-            PRIMARY KEY (parent, child)
-        )""",
-        f"CREATE INDEX IF NOT EXISTS queuey_workflow_edges_child ON {e} (child, position)",
-    )
-
-
-_MEMBERS = "queuey_workflow_members"
-_EDGES = "queuey_workflow_edges"
-
-#: The embedded file's tables (schema version 4: queuey_core/backends/sqlite/schema.py).
-TABLES = tables()
-
-
-@dataclass(frozen=True, slots=True)
-class Sql:
-    """How one database names the tables and spells placeholders and row locks."""
-
-    prefix: str = ""
-    postgres: bool = False
-
-    def __call__(self, text: str) -> str:
-        text = (
-            text.replace("{w}", f"{self.prefix}queuey_workflows")
-            .replace("{m}", f"{self.prefix}{_MEMBERS}")
-            .replace("{e}", f"{self.prefix}{_EDGES}")
-            # SQLite's BEGIN IMMEDIATE already holds the whole file.
-            .replace("{lock}", " FOR UPDATE" if self.postgres else "")
-        )
-        return text.replace("?", "%s") if self.postgres else text
-
-    def ddl(self) -> tuple[str, ...]:
-        return tables(self.prefix)
 
 
 @dataclass(frozen=True, slots=True)

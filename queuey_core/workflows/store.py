@@ -19,7 +19,8 @@ from typing import Any
 from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.urls import redact
 from queuey_core.workflows import sql
-from queuey_core.workflows.sql import Ending, NewMember, Sql
+from queuey_core.workflows.sql import Ending, NewMember
+from queuey_core.workflows.tables import Sql
 
 
 class WorkflowStore:

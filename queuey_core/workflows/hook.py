@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from queuey_core.clock import Clock, SystemClock
+from queuey_core.clock import Clock, SystemClock, Timer
 from queuey_core.context import JobContext
 from queuey_core.errors import JobStoreError
 from queuey_core.results.encoding import encode_result
@@ -29,7 +29,8 @@ from queuey_core.workflows.engine import Workflows
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between sweeps of the outbox, taken on a job event or at the worker's start.
+#: Seconds between sweeps of the outbox (the first is at the worker's start), on a
+#: ``queuey-workflow-sweep`` thread each.
 SWEEP_EVERY = 10.0
 #: Tries of a member's end before it is given up (a store down for longer): the waits
 #: between them, in seconds.
@@ -57,7 +58,7 @@ def started_before(ctx: JobContext) -> bool:
 
 class WorkflowHook(WorkerHooks):
     """Records the starts and ends of workflow members, and publishes what they make
-    ready; sweeps the outbox every :data:`SWEEP_EVERY` seconds."""
+    ready; sweeps the outbox every :data:`SWEEP_EVERY` seconds while the worker consumes."""
 
     takes_envelopes = True
 
@@ -65,7 +66,8 @@ class WorkflowHook(WorkerHooks):
         self._workflows = workflows
         self._store = workflows.store
         self._clock: Clock = clock or SystemClock()
-        self._next_sweep = 0.0
+        self._active = False
+        self._timer: Timer | None = None
         self._sweeping = threading.Lock()
         self.started = 0
         """Workflows whose first member started on this worker."""
@@ -77,14 +79,37 @@ class WorkflowHook(WorkerHooks):
         """Member ends given up on after :data:`RETRY_WAITS` (the store stayed down)."""
 
     def on_worker_consuming(self, worker: RunningWorker) -> None:
-        self.sweep()
+        self._active = True
+        self._schedule(0.0)
+
+    def on_worker_draining(self, worker: RunningWorker) -> None:
+        self._active = False
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+
+    def _schedule(self, delay: float) -> None:
+        if self._active:
+            self._timer = self._clock.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        # On the clock's thread: the sweep's I/O goes to a thread of its own, so that it
+        # never holds up a job's timeout.
+        threading.Thread(
+            target=self._sweep_and_again, name="queuey-workflow-sweep", daemon=True
+        ).start()
+
+    def _sweep_and_again(self) -> None:
+        try:
+            self.sweep()
+        finally:
+            self._schedule(SWEEP_EVERY)
 
     def sweep(self) -> int:
         """Re-publish what the outbox holds for longer than a publish takes; how many."""
         if not self._sweeping.acquire(blocking=False):
             return 0
         try:
-            self._next_sweep = self._clock.monotonic() + SWEEP_EVERY
             return self._workflows.sweep()
         except JobStoreError as exc:
             logger.warning("workflow outbox not swept: %s", exc)
@@ -95,8 +120,6 @@ class WorkflowHook(WorkerHooks):
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
         """A job's event (the :class:`~queuey_core.worker.hooks.EnvelopeSink` protocol)."""
         workflow = envelope.workflow
-        if self._clock.monotonic() >= self._next_sweep:
-            self.sweep()
         if workflow is None:
             return
         job_id = envelope.job_id

@@ -7,9 +7,11 @@ import uuid
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from queuey_core import Backend
 from queuey_core import Envelope
 from queuey_core.errors import NotEnqueuedError
 from queuey_core.workflows import Workflow
@@ -116,7 +118,7 @@ class LosesFirstPublish:
 
 def test_members_left_in_the_outbox_are_published_by_a_workers_sweep(rig: Rig) -> None:
     lossy = LosesFirstPublish(rig.h.backend)
-    starter = Workflows(lossy, rig.h.queues, rig.store, clock=rig.h.clock)
+    starter = Workflows(cast(Backend, lossy), rig.h.queues, rig.store, clock=rig.h.clock)
     wid = starter.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
     assert lossy.refused, "the first members were not published"
     assert rig.view(wid).nodes[0].state == "ready", "they wait in the outbox"

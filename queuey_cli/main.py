@@ -39,6 +39,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "migrate": ("queuey_cli.migrate", "migrate"),
     "dashboard": ("queuey_cli.dashboard", "dashboard"),
     "health": ("queuey_cli.health", "health"),
+    "workflow": ("queuey_cli.workflow", "app"),
 }
 
 #: Commands whose Click command is a class of their own: (module, class).

@@ -77,6 +77,7 @@ COMMANDS = [
     "migrate",
     "dashboard",
     "health",
+    "workflow",
 ]
 
 

@@ -41,7 +41,7 @@ def main(broker: str, store_url: str, ledger: str) -> None:
         note(ctx, ",".join(map(str, job.parts)))
         return sum(job.parts)
 
-    backend: Any = open_backend(BrokerSettings(url=broker))  # type: ignore[arg-type]
+    backend: Any = open_backend(BrokerSettings(url=broker))
     queues = seed_queues()
     flows = Workflows(backend, queues, open_workflow_store(store_url))
     worker = Worker(

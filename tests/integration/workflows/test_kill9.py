@@ -17,15 +17,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.workflows import Workflow
 from queuey_core.workflows import Workflows
 from queuey_core.workflows import group
 from queuey_core.workflows import open_workflow_store
 from queuey_core.workflows import step
+from tests.conftest import require_broker
+from tests.harness import AMQP_URL
+from tests.integration.broker import delete_queues
+from tests.support import ALPHA
+from tests.support import BETA
 from tests.support import seed_queues
 from tests.workflows.support import Add
 from tests.workflows.support import Total
@@ -47,13 +54,13 @@ def size() -> tuple[int, int]:
 class Fleet:
     """Worker processes on one file, each killed and replaced at will."""
 
-    def __init__(self, url: str, ledger: Path, log: Path) -> None:
+    def __init__(self, url: str, store: str, ledger: Path, log: Path) -> None:
         self.args = [
             sys.executable,
             "-m",
             "tests.integration.workflows.crash_worker",
             url,
-            url.split("?", 1)[0],
+            store,
             str(ledger),
         ]
         self.log = log.open("ab")
@@ -88,19 +95,28 @@ def finished(db: Path) -> int:
         return int(row.fetchone()[0])
 
 
+@pytest.mark.parametrize("where", ["sqlite", "rabbitmq+sqlite"])
 def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
     count, members = size()
     seed = int(os.environ.get("QUEUEY_TEST_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)
     db = tmp_path / "queuey.db"
-    url = f"sqlite:///{db}?lease=2"
+    store = f"sqlite:///{db}"
+    backend: Any
+    if where == "sqlite":
+        url = f"{store}?lease=2"  # a killed worker's jobs come back after 2 s
+        backend = SqliteBackend(url)
+    else:
+        require_broker()
+        delete_queues(ALPHA, BETA)
+        url = AMQP_URL  # a killed worker's jobs come back as its connection drops
+        backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
     ledger = tmp_path / "ledger.txt"
-    backend = SqliteBackend(url)
-    flows = Workflows(backend, seed_queues(), open_workflow_store(f"sqlite:///{db}"))
+    flows = Workflows(backend, seed_queues(), open_workflow_store(store))
     shape = group(*[Add(x=i) for i in range(members)]).then(step(Total(), receives="parts"))
-    fleet = Fleet(url, ledger, tmp_path / "workers.log")
+    fleet = Fleet(url, store, ledger, tmp_path / "workers.log")
     started = time.monotonic()
     try:
         # Half started before the first kill, half while workers die.
@@ -119,6 +135,8 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
         fleet.stop()
         flows.store.close()
         backend.close()
+        if where != "sqlite":
+            delete_queues(ALPHA, BETA)
     elapsed = time.monotonic() - started
 
     runs = collections.defaultdict(list)
@@ -152,7 +170,7 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
     # outbox row re-sent: at most what the killed workers held, each time.
     assert repeats <= fleet.kills * 4 * 2, f"seed {seed}: {repeats} repeats, {fleet.kills} kills"
     print(
-        f"\nkill -9: {count} workflows x {members} members, {fleet.kills} kills, "
+        f"\nkill -9 on {where}: {count} workflows x {members} members, {fleet.kills} kills, "
         f"{repeats} repeated runs (all told), {elapsed:.0f} s, seed {seed}"
     )
 

@@ -1,116 +1,36 @@
 """Where workflows are kept: the embedded file, or the job store (SQLite or PostgreSQL).
 
-Owns: :class:`WorkflowStore`, its connections (SQLite: one, behind a lock, each
-transaction ``BEGIN IMMEDIATE``; PostgreSQL: one per thread) and
-:func:`open_workflow_store`. Every transition is :mod:`.sql`'s, in one transaction
-here; every database error becomes a one-line :class:`~queuey_core.errors.JobStoreError`
-with no password in it. Must never: hold a transaction across a publish (the outbox is
-written in one, published after it).
+Owns: :class:`WorkflowStore` and :func:`open_workflow_store`. Every transition is
+:mod:`.sql`'s, in one transaction of the store's connections
+(:mod:`queuey_core.results.sql_connections`: every database error a one-line
+:class:`~queuey_core.errors.JobStoreError` with no password in it). Must never: hold
+a transaction across a publish (the outbox is written in one, published after it).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from queuey_core.errors import ConfigError, JobStoreError
-from queuey_core.urls import redact
+from queuey_core.errors import ConfigError
+from queuey_core.results.sql_connections import SqlConnections, open_sql
 from queuey_core.workflows import sql
 from queuey_core.workflows.sql import Ending, NewMember
-from queuey_core.workflows.tables import Sql
+from queuey_core.workflows.tables import Sql, tables
 
 
 class WorkflowStore:
     """The workflows of one job store; thread-safe. Connected on first use."""
 
-    def __init__(
-        self,
-        connect: Callable[[], Any],
-        dialect: Sql,
-        *,
-        shown: str,
-        errors: tuple[type[BaseException], ...],
-        secret: str | None = None,
-    ) -> None:
-        self._connect = connect
-        self._sql = dialect
-        self.shown = shown
-        self._errors = errors
-        self._secret = secret
-        self._local = threading.local()
-        self._lock = None if dialect.postgres else threading.Lock()
-        self._all: list[Any] = []
-        self._ready = False
-        self._closed = False
-
-    # -- transactions ------------------------------------------------------------------
-
-    def _conn(self) -> Any:
-        if self._closed:
-            raise JobStoreError(f"workflow store {self.shown}: closed")
-        if self._lock is not None:
-            if not self._all:
-                self._all.append(self._connect())
-            return self._all[0]
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and (conn.closed or conn.broken):
-            conn.close()
-            conn = None
-        if conn is None:
-            conn = self._local.conn = self._connect()
-            self._all.append(conn)
-        return conn
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """One transaction's cursor; a database error as a JobStoreError."""
-        guard = self._lock if self._lock is not None else contextlib.nullcontext()
-        try:
-            with guard:
-                conn = self._conn()
-                if not self._ready:
-                    self._make(conn)
-                if self._lock is not None:
-                    cur = conn.cursor()
-                    cur.execute("BEGIN IMMEDIATE")
-                    try:
-                        yield cur
-                        cur.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                else:
-                    with conn.transaction(), conn.cursor() as cur:
-                        yield cur
-        except self._errors as exc:
-            raise self._error(exc) from None
-
-    def _make(self, conn: Any) -> None:
-        if self._sql.postgres:
-            with conn.transaction():
-                for statement in self._sql.ddl():
-                    conn.execute(statement)
-        # A SQLite store is a queuey file: its schema (4) holds the tables already.
-        self._ready = True
-
-    def _error(self, exc: BaseException) -> JobStoreError:
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        if self._secret:
-            first = first.replace(self._secret, "****")
-        return JobStoreError(f"workflow store {self.shown}: {first}")
+    def __init__(self, db: SqlConnections) -> None:
+        self._db = db
+        self._sql = Sql(prefix=db.prefix, postgres=db.postgres)
+        self.shown = db.shown
+        self.transaction = db.transaction
 
     def close(self) -> None:
         """Close every connection; idempotent."""
-        self._closed = True
-        conns, self._all = self._all, []
-        for conn in conns:
-            with contextlib.suppress(Exception):
-                conn.close()
+        self._db.close()
 
     # -- operations --------------------------------------------------------------------
 
@@ -175,61 +95,15 @@ def open_workflow_store(url: str) -> WorkflowStore:
             postgresql:// URL without psycopg installed.
     """
     scheme = url.partition("://")[0].lower()
-    if scheme == "sqlite":
-        return _sqlite(url)
-    if scheme in ("postgresql", "postgres"):
-        return _postgres(url)
-    raise ConfigError(
-        f"workflows cannot be kept in a {scheme}:// job store: use sqlite:/// or postgresql://"
-    )
-
-
-def _sqlite(url: str) -> WorkflowStore:
-    import sqlite3  # noqa: PLC0415 - on use
-
-    from queuey_core.backends.sqlite.database import Database  # noqa: PLC0415 - on use
-    from queuey_core.backends.sqlite.options import parse_url  # noqa: PLC0415
-    from queuey_core.errors import BackendError  # noqa: PLC0415
-
-    options = parse_url(url)
-
-    def connect() -> sqlite3.Connection:
-        Database(options).close()  # create the queuey schema, or upgrade it to 4
-        conn = sqlite3.connect(
-            options.path,
-            timeout=options.busy_timeout,
-            check_same_thread=False,
-            isolation_level=None,
-        )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
-
-    return WorkflowStore(connect, Sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
-
-
-def _postgres(url: str) -> WorkflowStore:
-    from queuey_core.results.postgres_store import split_url  # noqa: PLC0415 - on use
-
-    try:
-        import psycopg  # noqa: PLC0415 - the postgres extra, on use
-    except ImportError:  # pragma: no cover - depends on the extra
+    if scheme not in ("sqlite", "postgresql", "postgres"):
         raise ConfigError(
-            "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
-        ) from None
-    conninfo, schema = split_url(url)
-
-    def connect() -> Any:
-        conn = psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=5, application_name="queuey workflows"
+            f"workflows cannot be kept in a {scheme}:// job store: use sqlite:/// or postgresql://"
         )
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        return conn
-
     return WorkflowStore(
-        connect,
-        Sql(prefix=f'"{schema}".', postgres=True),
-        shown=redact(url),
-        errors=(psycopg.Error,),
-        secret=urllib.parse.urlsplit(conninfo).password,
+        open_sql(url, _ddl, application_name="queuey workflows", label="workflow store")
     )
+
+
+def _ddl(prefix: str, postgres: bool) -> tuple[str, ...]:
+    # A SQLite store is a queuey file: its schema (4) holds the tables already.
+    return tables(prefix) if postgres else ()

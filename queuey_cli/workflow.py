@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -20,6 +21,8 @@ from queuey_cli.output import Column, Exit, err, listing, print_json, say
 
 if TYPE_CHECKING:
     from queuey_core.workflows import WorkflowView
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Workflows: show one with its members' states, or cancel it.")
 
@@ -61,11 +64,22 @@ def _parse(text: str) -> uuid.UUID:
         raise usage(f"{text!r} is not a workflow id (a UUID)") from None
 
 
-def _open(ctx: typer.Context) -> Any:
+def _on_workflow(ctx: typer.Context, workflow_id: str, act: Callable[[Any, uuid.UUID], T]) -> T:
+    """``act(workflows, id)`` on the workflows of the configured store; exit 7 when it
+    answers None (no such workflow)."""
     from queuey_core.workflows.setup import workflows_for  # noqa: PLC0415
 
+    wanted = _parse(workflow_id)
     settings = state(ctx).settings()
-    return workflows_for(settings, backend(settings), declare=False)
+    flows = workflows_for(settings, backend(settings), declare=False)
+    try:
+        found = act(flows, wanted)
+    finally:
+        flows.store.close()
+    if found is None:
+        say(f"no workflow {wanted} in the store", to=err)
+        raise typer.Exit(Exit.NO_SUCH_JOB)
+    return found
 
 
 @app.command()
@@ -76,15 +90,7 @@ def show(
     as_json: Annotated[bool, JsonOption] = False,
 ) -> None:
     """A workflow's state and each member's: job type, state, starts, what it waits for."""
-    wanted = _parse(workflow_id)
-    flows = _open(ctx)
-    try:
-        found = flows.get(wanted)
-    finally:
-        flows.store.close()
-    if found is None:
-        say(f"no workflow {wanted} in the store", to=err)
-        raise typer.Exit(Exit.NO_SUCH_JOB)
+    found = _on_workflow(ctx, workflow_id, lambda flows, wanted: flows.get(wanted))
     if as_json:
         print_json(view_json(found))
         return
@@ -132,16 +138,8 @@ def cancel(
 ) -> None:
     """Cancel every member not started yet (those published too, where the broker keeps
     cancels); members running finish."""
-    wanted = _parse(workflow_id)
-    flows = _open(ctx)
-    try:
-        published = flows.cancel(wanted)
-    finally:
-        flows.store.close()
-    if published is None:
-        say(f"no workflow {wanted} in the store", to=err)
-        raise typer.Exit(Exit.NO_SUCH_JOB)
-    say(f"cancelled workflow {wanted}: no member that had not started will run")
+    _on_workflow(ctx, workflow_id, lambda flows, wanted: flows.cancel(wanted))
+    say(f"cancelled workflow {_parse(workflow_id)}: no member that had not started will run")
 
 
 def view_json(found: WorkflowView) -> dict[str, Any]:

@@ -184,7 +184,7 @@ def ended(
                     [WAITING, workflow_id, HALTED],
                 )
                 ready += _promote(cur, sql, _ALL_WAITING, [workflow_id, WAITING, MEMBER], now)
-            elif wstate != "cancelled":
+            elif wstate != CANCELLED:
                 ready += _promote(cur, sql, _CHILDREN_WAITING, [job_id, WAITING], now)
             if succeeded == members and wstate == RUNNING:
                 wstate = SUCCEEDED

@@ -2,22 +2,31 @@
 RabbitMQ's dead letters live when ``[results] url`` is set, so that a page, a lookup or
 a move of one is an index lookup, whatever the number of dead letters (issue 28).
 
-Owns: :class:`DeadLetterTable`, the operations the dead-letter tools need, each one
-transaction on the store's connections (:mod:`.sql_connections`: every database error a
-one-line :class:`~queuey_core.errors.JobStoreError` with no password in it). The
-statements are in :mod:`.dead_letter_sql`.
+Owns: the connections to the table (SQLite: one, behind a lock, WAL; PostgreSQL: one
+per thread, autocommit outside the transactions it opens) and :class:`DeadLetterTable`,
+the operations the dead-letter tools need, each one transaction. The statements are in
+:mod:`.dead_letter_sql`. Every database error becomes a one-line
+:class:`~queuey_core.errors.JobStoreError` with no password in it.
 Must never: hold a transaction open while a caller reads a stream (streams read in
 chunks by key), or delete a row a command did not name or claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import Any
+import contextlib
+import threading
+import urllib.parse
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from queuey_core.errors import ConfigError
+from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.results.dead_letter_sql import Row, Sql, Stored
-from queuey_core.results.sql_connections import SqlConnections, open_sql
+from queuey_core.urls import redact
+
+if TYPE_CHECKING:
+    import sqlite3
+
+T = TypeVar("T")
 
 #: Rows a stream reads per query.
 CHUNK = 500
@@ -28,19 +37,98 @@ Cursor = Any
 class DeadLetterTable:
     """The dead letters of every queue, in the table of one job store."""
 
-    def __init__(self, db: SqlConnections, sql: Sql) -> None:
-        self._db = db
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        sql: Sql,
+        *,
+        shown: str,
+        errors: tuple[type[BaseException], ...],
+    ) -> None:
+        self._connect = connect
         self._sql = sql
-        self._tx = db.transaction
-        self.shown = db.shown
+        self.shown = shown
+        self._errors = errors
+        self._local = threading.local()
+        self._lock = threading.RLock() if not sql.postgres else None
+        self._all: list[Any] = []
+        self._closed = False
+        self._ready = False
+        #: A password to keep out of error messages.
+        self.secret: str | None = None
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _conn(self) -> Any:
+        conn = self._all[0] if self._lock is not None and self._all else None
+        if self._lock is None:
+            conn = getattr(self._local, "conn", None)
+            if conn is not None and (conn.closed or conn.broken):
+                conn.close()
+                conn = None
+        if conn is None:
+            if self._closed:
+                raise JobStoreError(f"job store {self.shown}: closed")
+            conn = self._connect()
+            self._all.append(conn)
+            if self._lock is None:
+                self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Cursor]:
+        """One transaction, its cursor; any database error as a JobStoreError."""
+        guard = self._lock if self._lock is not None else contextlib.nullcontext()
+        try:
+            with guard:
+                conn = self._conn()
+                if not self._ready:
+                    self._make(conn)
+                if self._lock is not None:
+                    cur = conn.cursor()
+                    cur.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield cur
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                else:
+                    with conn.transaction(), conn.cursor() as cur:
+                        yield cur
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def _make(self, conn: Any) -> None:
+        if self._lock is None:
+            with conn.transaction():
+                for statement in self._sql.ddl():
+                    conn.execute(statement)
+        else:
+            for statement in self._sql.ddl():
+                conn.execute(statement)
+        self._ready = True
+
+    def _error(self, exc: BaseException) -> JobStoreError:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        if self.secret:
+            first = first.replace(self.secret, "****")
+        return JobStoreError(f"job store {self.shown}: {first}")
 
     def ready(self) -> None:
         """Connect and make the table if missing; JobStoreError if the store is down."""
-        self._db.ready()
+        with self._tx():
+            pass
 
     def close(self) -> None:
         """Close every connection; idempotent."""
-        self._db.close()
+        self._closed = True
+        conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     # -- writes --------------------------------------------------------------------------
 
@@ -188,15 +276,63 @@ def open_dead_letter_table(url: str) -> DeadLetterTable:
             postgresql:// URL without psycopg installed.
     """
     scheme = url.partition("://")[0].lower()
-    if scheme not in ("sqlite", "postgresql", "postgres"):
-        raise ConfigError(f"dead letters cannot be kept in a {scheme}:// job store")
-    db = open_sql(url, _ddl, application_name="queuey dead letters")
-    return DeadLetterTable(db, _dialect(db.prefix, db.postgres))
+    if scheme == "sqlite":
+        return _sqlite(url)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres(url)
+    raise ConfigError(f"dead letters cannot be kept in a {scheme}:// job store")
 
 
-def _dialect(prefix: str, postgres: bool) -> Sql:
-    return Sql(prefix=prefix, placeholder="%s", postgres=True) if postgres else Sql()
+def _sqlite(url: str) -> DeadLetterTable:
+    # On use: a worker on RabbitMQ loads this module, and sqlite3 is 1 MB of it.
+    import sqlite3  # noqa: PLC0415
+
+    from queuey_core.backends.sqlite.database import Database  # noqa: PLC0415 - on use
+    from queuey_core.backends.sqlite.options import parse_url  # noqa: PLC0415
+
+    options = parse_url(url)
+
+    def connect() -> sqlite3.Connection:
+        Database(options).close()  # create or check the queuey schema, as the store does
+        conn = sqlite3.connect(
+            options.path,
+            timeout=options.busy_timeout,
+            check_same_thread=False,
+            isolation_level=None,
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    from queuey_core.errors import BackendError  # noqa: PLC0415
+
+    return DeadLetterTable(connect, Sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
 
 
-def _ddl(prefix: str, postgres: bool) -> list[str]:
-    return _dialect(prefix, postgres).ddl()
+def _postgres(url: str) -> DeadLetterTable:
+    from queuey_core.results.postgres_store import split_url  # noqa: PLC0415 - on use
+
+    try:
+        import psycopg  # noqa: PLC0415 - the postgres extra, on use
+    except ImportError:  # pragma: no cover - depends on the extra
+        raise ConfigError(
+            "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
+        ) from None
+    conninfo, schema = split_url(url)
+    password = urllib.parse.urlsplit(conninfo).password
+
+    def connect() -> Any:
+        conn = psycopg.connect(
+            conninfo, autocommit=True, connect_timeout=5, application_name="queuey dead letters"
+        )
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        return conn
+
+    table = DeadLetterTable(
+        connect,
+        Sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
+        shown=redact(url),
+        errors=(psycopg.Error,),
+    )
+    table.secret = password
+    return table

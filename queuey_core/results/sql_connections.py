@@ -1,5 +1,7 @@
-"""Connections to a job store's database, for the tables kept beside its records: the
-dead-letter table (:mod:`.dead_letter_table`) and workflows (:mod:`queuey_core.workflows`).
+"""Connections to a job store's database, for the tables kept beside its records:
+workflows (:mod:`queuey_core.workflows`). The dead-letter table (:mod:`.dead_letter_table`)
+still has a copy of this code of its own: moving it here broke the RabbitMQ + PostgreSQL
+SIGKILL contract test, for a reason not found yet.
 
 Owns: :class:`SqlConnections` (SQLite: one connection, behind a lock, each transaction
 ``BEGIN IMMEDIATE``; PostgreSQL: one per thread, autocommit outside the transactions

@@ -97,8 +97,24 @@ def enqueue(
     ] = False,
     wait: Annotated[str | None, WaitOption] = None,
     timeout: Annotated[str | None, TimeoutOption] = None,
+    workflow: Annotated[
+        bool,
+        typer.Option(
+            "--workflow",
+            help="The argument is a workflow described in JSON: a file, or - for stdin "
+            "(docs/workflows.md). Prints the workflow's id.",
+        ),
+    ] = False,
 ) -> None:
-    """Enqueue one job (prints its id), or every line of --file."""
+    """Enqueue one job (prints its id), every line of --file, or a --workflow."""
+    if workflow:
+        given = (payload, delay, priority, job_id, file, failed_to, queue, wait, timeout)
+        if any(v is not None for v in given) or no_validate or ids_from_lines:
+            raise usage("--workflow takes the workflow's file alone: no payload, no options")
+        from queuey_cli.workflow import enqueue_workflow  # noqa: PLC0415
+
+        enqueue_workflow(ctx, job_type)
+        return
     from queuey_cli.enqueue_file import Run, publish_all, report  # noqa: PLC0415
     from queuey_cli.enqueue_wait import (  # noqa: PLC0415
         after_enqueue,

@@ -41,6 +41,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "dashboard": ("queuey_cli.dashboard", "dashboard"),
     "health": ("queuey_cli.health", "health"),
     "init": ("queuey_cli.init", "init"),
+    "workflow": ("queuey_cli.workflow", "app"),
 }
 
 #: Commands whose Click command is a class of their own: (module, class).

@@ -172,6 +172,12 @@ class Envelope(TracedModel):
         description="Protocol 1.3: the unique keys the job holds (docs/flow-control.md), for "
         "the worker to let go of when their period ends; kept through retries and deferrals.",
     )
+    workflow: uuid.UUID | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The workflow the job is a member of (protocol 1.3), absent for a job "
+        "on its own: a worker that records workflows reports the member's end to it.",
+    )
 
     @field_validator("v", mode="before")
     @classmethod

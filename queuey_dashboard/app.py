@@ -22,7 +22,14 @@ from starlette.staticfiles import StaticFiles
 
 from queuey_core.errors import QueueyError
 from queuey_core.settings import Settings
-from queuey_dashboard import actions, dead_letter_pages, job_pages, limit_pages, pages
+from queuey_dashboard import (
+    actions,
+    dead_letter_pages,
+    job_pages,
+    limit_pages,
+    pages,
+    workflow_pages,
+)
 from queuey_dashboard.rendering import HERE, http_error, queuey_error, unexpected_error
 from queuey_dashboard.security import Guard
 from queuey_dashboard.state import Dashboard
@@ -58,6 +65,8 @@ ROUTES = [
     Route("/jobs", job_pages.jobs, name="jobs"),
     Route("/jobs/{job_id}", job_pages.job),
     Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),
+    Route("/workflows", workflow_pages.workflows, name="workflows"),
+    Route("/workflows/{workflow_id}", workflow_pages.workflow),
     Route("/healthz", healthz),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]

@@ -63,6 +63,7 @@ class Dashboard:
         self.depths = Series()
         self.throughput = Throughput()
         self._job_store = job_store
+        self._workflows: Any = None
         self._schedules = None if schedules is None else list(schedules)
         self._lock = threading.Lock()
         self._backend = backend
@@ -183,6 +184,20 @@ class Dashboard:
                     self._owned.append(opened)
                     self._job_store = opened
             return self._job_store
+
+    def workflow_store(self) -> Any:
+        """The store that holds workflows (the embedded file, or ``[results] url`` on
+        SQLite or PostgreSQL), opened on first use; None when there is none."""
+        with self._lock:
+            if self._workflows is None:
+                from queuey_core.workflows import open_workflow_store  # noqa: PLC0415
+                from queuey_core.workflows.setup import workflow_url  # noqa: PLC0415
+
+                url = workflow_url(self.settings)
+                if url is not None:
+                    self._workflows = open_workflow_store(url)
+                    self._owned.append(self._workflows)
+            return self._workflows
 
     # -- schedules -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from queuey_core.process.stops import STOP_SIGNALS, StopRequests
 from queuey_core.results.setup import recorder_for
 from queuey_core.settings import Settings, WorkerSettings
 from queuey_core.worker import Worker
+from queuey_core.workflows.setup import workflow_hook_for
 
 if TYPE_CHECKING:
     from queuey_core.observability import MetricsServer, WorkerMetrics
@@ -158,6 +159,9 @@ def _run_one(
         check_key_store(settings)  # before connecting: one line, nothing consumed
         gate = limit_gate_for(settings, job_types=[h.job_type for h in handlers])
         broker = backend_for(settings)
+        workflows = workflow_hook_for(settings, broker)
+        if workflows is not None and metrics is not None:
+            metrics.registry.register(workflows.collector())
         w = Worker(
             broker,
             queue_set,
@@ -168,7 +172,7 @@ def _run_one(
             job_timeout=settings.worker.job_timeout,
             timeout_grace=settings.worker.timeout_grace,
             close_backend_on_shutdown=True,
-            hooks=[h for h in (link, metrics, recorder) if h is not None],
+            hooks=[h for h in (link, metrics, recorder, workflows) if h is not None],
             on_shutdown_request=lambda: _shutdown_requested(stops, link),
             control_secret=_control_secret(settings),
             unique_keys=unique_keys_for(broker, settings),

@@ -79,6 +79,7 @@ COMMANDS = [
     "dashboard",
     "health",
     "init",
+    "workflow",
 ]
 
 

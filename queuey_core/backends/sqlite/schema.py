@@ -10,7 +10,8 @@ Tables: ``queuey_messages`` (every job waiting, held or leased: a delay is an
 ``queuey_queues`` (declared queues), ``queuey_consumers`` (who consumes what, for
 counts), the counts of jobs and dead letters (``queuey_counts``, ``queuey_dead_counts``:
 kept by triggers, see :mod:`.counts`), the control channel (``queuey_control_*``) and
-the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``), paused queues
+the scheduler's (``queuey_schedule_ticks``, ``queuey_leader``), workflows'
+(``queuey_workflow*``: :mod:`queuey_core.workflows.tables`), paused queues
 (``queuey_paused``: :mod:`.pause_table`), the unique keys jobs hold
 (``queuey_unique_keys``, :mod:`queuey_core.flow.unique_keys`) and the limits' state
 (``queuey_limit_*``: :mod:`queuey_core.flow.limit_schema`). A job's W3C trace
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from queuey_core.backends.sqlite import counts, pause_table
 from queuey_core.flow import limit_schema, unique_keys
+from queuey_core.workflows.tables import TABLES as WORKFLOW_TABLES
 
 SCHEMA_VERSION = 4
 
@@ -97,6 +99,8 @@ SCHEMA: tuple[str, ...] = (
         owner TEXT NOT NULL,
         expires_at INTEGER NOT NULL
     )""",
+    # Before the counts: a test of the version-2 upgrade takes SCHEMA less its tail.
+    *WORKFLOW_TABLES,
     *counts.SCHEMA,
     *pause_table.SCHEMA,
     *unique_keys.SCHEMA,
@@ -115,7 +119,8 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     ),
     # Version 3: counts kept by triggers (issue 41), filled in once from the rows.
     3: counts.SCHEMA + counts.FILL,
-    # Version 4: flow control (issue 43), each part's tables of its own, nothing else
-    # touched: paused queues (``queuey_paused``, .pause_table), unique keys, limits.
-    4: (*pause_table.SCHEMA, *unique_keys.SCHEMA, *limit_schema.SCHEMA),
+    # Version 4: flow control (issue 43) and workflows (issue 44), each part's tables
+    # of its own, nothing else touched: paused queues (``queuey_paused``,
+    # .pause_table), unique keys, limits, and workflows' rows, members and edges.
+    4: (*pause_table.SCHEMA, *unique_keys.SCHEMA, *limit_schema.SCHEMA, *WORKFLOW_TABLES),
 }

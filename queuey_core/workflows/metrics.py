@@ -1,0 +1,52 @@
+"""The workflow hook's Prometheus metrics: workflows started, finished and failed.
+
+Imported only by a worker that serves metrics (prometheus-client loads with
+``--metrics-port``, never for a plain worker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class Counts(Protocol):
+    """What the collector reads (a :class:`~queuey_core.workflows.WorkflowHook`)."""
+
+    started: int
+    finished: int
+    failed: int
+    unrecorded: int
+
+
+class WorkflowCollector(Collector):
+    """``queuey_workflows_{started,finished,failed,unrecorded}_total``."""
+
+    def __init__(self, hook: Counts) -> None:
+        self._hook = hook
+
+    def collect(self) -> Iterator[Metric]:
+        hook = self._hook
+        yield CounterMetricFamily(
+            "queuey_workflows_started",
+            "Workflows whose first member started on this worker.",
+            value=hook.started,
+        )
+        yield CounterMetricFamily(
+            "queuey_workflows_finished",
+            "Workflows whose last member succeeded on this worker.",
+            value=hook.finished,
+        )
+        yield CounterMetricFamily(
+            "queuey_workflows_failed",
+            "Workflows failed by a member dead-lettered or cancelled on this worker.",
+            value=hook.failed,
+        )
+        yield CounterMetricFamily(
+            "queuey_workflows_unrecorded",
+            "Workflow member ends this worker could not record (the store stayed down).",
+            value=hook.unrecorded,
+        )

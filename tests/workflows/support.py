@@ -1,0 +1,146 @@
+"""Jobs, handlers and a worker rig shared by the workflow tests (unit and contract)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from typing import ClassVar
+
+from pydantic import Field
+
+from queuey_core import Fatal
+from queuey_core import Handler
+from queuey_core import Job
+from queuey_core import JobContext
+from queuey_core import Worker
+from queuey_core.workflows import WorkflowHook
+from queuey_core.workflows import Workflows
+from queuey_core.workflows import WorkflowView
+from queuey_core.workflows import open_workflow_store
+from queuey_core.workflows import started_before
+from tests.harness import WorkerEnv
+from tests.support import ALPHA
+from tests.support import BETA
+from tests.support import Running
+from tests.support import start
+
+
+class Add(Job):
+    """Returns ``x`` plus what the step before returned (``prev``)."""
+
+    NAME: ClassVar[str] = "wf.add"
+    QUEUE: ClassVar[str] = ALPHA
+    x: int
+    prev: int | None = None
+
+
+class Total(Job):
+    """A callback: returns the sum of ``parts`` (its dependencies' results)."""
+
+    NAME: ClassVar[str] = "wf.total"
+    QUEUE: ClassVar[str] = ALPHA
+    parts: list[int] = Field(default_factory=list)
+
+
+class Boom(Job):
+    """Fails for good (Fatal): dead-lettered at once, unless ``heal`` is set in the rig."""
+
+    NAME: ClassVar[str] = "wf.boom"
+    QUEUE: ClassVar[str] = BETA
+    x: int = 0
+
+
+class Mourn(Job):
+    """An error callback: ``failure`` is what the workflow tells it of the failed member."""
+
+    NAME: ClassVar[str] = "wf.mourn"
+    QUEUE: ClassVar[str] = ALPHA
+    failure: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One run of a handler, as the ledger keeps it."""
+
+    job_type: str
+    job_id: uuid.UUID
+    payload: dict[str, Any]
+    started_before: bool
+
+
+class Rig:
+    """A worker with a :class:`WorkflowHook` on ``h``'s backend, workflows in ``url``,
+    and a ledger of every handler run."""
+
+    def __init__(self, h: WorkerEnv, url: str) -> None:
+        self.h = h
+        self.store = open_workflow_store(url)
+        self.flows = Workflows(h.backend, h.queues, self.store, clock=h.clock)
+        self.hook = WorkflowHook(self.flows, clock=h.clock)
+        self.ledger: list[Ran] = []
+        self._lock = threading.Lock()
+        self.heal = False
+        self.before_total: Callable[[], None] = lambda: None
+        self._running: Running | None = None
+
+    def _note(self, job: Job, ctx: JobContext) -> None:
+        with self._lock:
+            self.ledger.append(
+                Ran(ctx.job_type, ctx.job_id, job.model_dump(mode="json"), started_before(ctx))
+            )
+
+    def handlers(self) -> list[Handler[Any]]:
+        def add(job: Add, ctx: JobContext) -> int:
+            self._note(job, ctx)
+            return job.x + (job.prev or 0)
+
+        def total(job: Total, ctx: JobContext) -> int:
+            self._note(job, ctx)
+            self.before_total()
+            return sum(job.parts)
+
+        def boom(job: Boom, ctx: JobContext) -> int:
+            self._note(job, ctx)
+            if not self.heal:
+                raise Fatal("boom")
+            return job.x
+
+        def mourn(job: Mourn, ctx: JobContext) -> None:
+            self._note(job, ctx)
+
+        return [
+            Handler(Add, add),
+            Handler(Total, total),
+            Handler(Boom, boom),
+            Handler(Mourn, mourn),
+        ]
+
+    def start(self) -> Rig:
+        worker = Worker(
+            self.h.backend, self.h.queues, self.handlers(), clock=self.h.clock, hooks=[self.hook]
+        )
+        self._running = start(worker, self.h)
+        return self
+
+    def stop(self) -> None:
+        if self._running is not None:
+            self._running.stop()
+            self._running = None
+        self.store.close()
+
+    def view(self, workflow_id: uuid.UUID) -> WorkflowView:
+        found = self.flows.get(workflow_id)
+        assert found is not None, f"workflow {workflow_id} is in the store"
+        return found
+
+    def wait_state(self, workflow_id: uuid.UUID, state: str) -> WorkflowView:
+        """The workflow once it is in ``state`` (time passing meanwhile)."""
+        self.h.wait_for(lambda: self.view(workflow_id).state == state)
+        return self.view(workflow_id)
+
+    def runs(self, job_type: str) -> list[Ran]:
+        with self._lock:
+            return [r for r in self.ledger if r.job_type == job_type]

@@ -1,0 +1,147 @@
+"""Workflows on the memory backend and a manual clock, their state in a SQLite file:
+what a member's end changes, once, whatever is delivered twice or lost on the way."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from queuey_core import Backend
+from queuey_core import Envelope
+from queuey_core.errors import NotEnqueuedError
+from queuey_core.workflows import Workflow
+from queuey_core.workflows import Workflows
+from queuey_core.workflows import WorkflowStore
+from queuey_core.workflows import chain
+from queuey_core.workflows import group
+from queuey_core.workflows import open_workflow_store
+from queuey_core.workflows import step
+from queuey_core.workflows.sql import Ending
+from queuey_core.workflows.sql import NewMember
+from tests.harness import MemoryEnv
+from tests.workflows.support import Add
+from tests.workflows.support import Rig
+from tests.workflows.support import Total
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    made = Rig(MemoryEnv(), f"sqlite:///{tmp_path}/flows.db")
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def envelope_of(rig: Rig, job_id: str) -> tuple[str, str]:
+    """The member's envelope as the outbox last held it."""
+    with rig.store.transaction() as cur:
+        cur.execute("SELECT envelope FROM queuey_workflow_members WHERE job_id = ?", [job_id])
+        return job_id, str(cur.fetchone()[0])
+
+
+def succeed(store: WorkflowStore, job_id: str, result: str) -> Ending:
+    """Record member ``job_id``'s success with ``result`` (JSON)."""
+    return store.ended(job_id, outcome="succeeded", result=result, error="", now=2)
+
+
+def test_a_second_end_of_the_same_member_changes_nothing(tmp_path: Path) -> None:
+    store = open_workflow_store(f"sqlite:///{tmp_path}/flows.db")
+    body = Envelope(job_id=uuid.uuid4(), job_type="t", queue="q", enqueued_at=1, payload={})
+    members = [
+        NewMember("a", 0, "member", "t", (), None, "one", body.model_dump_json()),
+        NewMember("b", 1, "member", "t", (), None, "one", body.model_dump_json()),
+        NewMember("cb", 2, "member", "t", ("a", "b"), "parts", "all", body.model_dump_json()),
+    ]
+    try:
+        store.create("w", "", "cancel", members, 1)
+        assert succeed(store, "a", "1").ready == ()
+        assert succeed(store, "a", "1").ready == (), "a redelivered end"
+        made = succeed(store, "b", "2")
+        assert [j for j, _ in made.ready] == ["cb"], "the last member's end makes the callback"
+        assert '"parts":[1,2]' in made.ready[0][1], "with the results in the group's order"
+        again = succeed(store, "b", "2")
+        assert again.ready == made.ready, "not marked sent: a redelivered end re-sends it"
+        assert again.workflow is None, "and changes nothing else"
+        store.mark_sent(["cb"])
+        assert succeed(store, "b", "2").ready == ()
+        found = store.read("w")
+        assert found is not None
+        assert found[0][5] == 2, "two members counted, not four ends"
+    finally:
+        store.close()
+
+
+def test_a_callback_delivered_twice_is_told_it_was_started_before(rig: Rig) -> None:
+    wid = rig.flows.start(Workflow(group(Add(x=1), Add(x=2)).then(step(Total(), receives="parts"))))
+    callback = rig.view(wid).nodes[2].job_id
+    # As if a worker died between publishing the callback and marking it sent: the
+    # outbox sends it again, under the same job id.
+    again = [envelope_of(rig, callback)]
+
+    def republish_once() -> None:
+        if again:
+            rig.flows.publish([again.pop()])
+
+    rig.before_total = republish_once
+    rig.start()
+    rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 2)
+    runs = rig.runs("wf.total")
+    assert [r.started_before for r in runs] == [False, True], "the second run is told"
+    assert {r.job_id for r in runs} == {uuid.UUID(callback)}
+    done = rig.wait_state(wid, "succeeded")
+    assert done.nodes[2].starts == 2
+    assert done.succeeded == done.members == 3, "the second end counted nothing"
+
+
+class LosesFirstPublish:
+    """A backend whose first publish_many is refused (a crash before the publish)."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+        self.refused = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        if not self.refused:
+            self.refused = True
+            raise NotEnqueuedError("lost", not_enqueued=[e.job_id for e, _ in items])
+        self._inner.publish_many(items)  # type: ignore[attr-defined]
+
+
+def test_members_left_in_the_outbox_are_published_by_a_workers_sweep(rig: Rig) -> None:
+    lossy = LosesFirstPublish(rig.h.backend)
+    starter = Workflows(cast(Backend, lossy), rig.h.queues, rig.store, clock=rig.h.clock)
+    wid = starter.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+    assert lossy.refused, "the first members were not published"
+    assert rig.view(wid).nodes[0].state == "ready", "they wait in the outbox"
+    rig.start()
+    done = rig.wait_state(wid, "succeeded")
+    assert [n.result for n in done.nodes] == [1, 3]
+
+
+def test_a_thousand_member_group_calls_back_once_with_every_result(rig: Rig) -> None:
+    rig.start()
+    shape = group(*[Add(x=i) for i in range(1000)]).then(step(Total(), receives="parts"))
+    wid = rig.flows.start(Workflow(shape))
+    rig.wait_state(wid, "succeeded")
+    totals = rig.runs("wf.total")
+    assert len(totals) == 1
+    assert totals[0].payload["parts"] == list(range(1000))
+
+
+def test_a_job_outside_a_workflow_is_never_recorded(rig: Rig) -> None:
+    rig.start()
+    job_id = rig.h.producer().enqueue(Add(x=1))
+    rig.h.wait_for(lambda: len(rig.runs("wf.add")) == 1)
+    with rig.store.transaction() as cur:
+        cur.execute("SELECT count(*) FROM queuey_workflow_members WHERE job_id = ?", [str(job_id)])
+        assert cur.fetchone()[0] == 0
+    assert rig.runs("wf.add")[0].started_before is False

@@ -15,7 +15,8 @@ own); jobs wait until the test runs them. The ``queuey`` fixture (the pytest plu
 docs/testing-your-handlers.md.
 
 Modules: :mod:`.kit` (the kit), :mod:`.gate` (the backends with a gate before the
-worker), :mod:`.outcomes` (:class:`JobOutcome`, and how the worker's hooks tell it).
+worker), :mod:`.setup` (handlers and queues from the kit's arguments), :mod:`.outcomes`
+(:class:`JobOutcome`, and how the worker's hooks tell it).
 Must never: be imported by queuey itself outside tests (nothing in a worker needs it).
 """
 

@@ -17,7 +17,6 @@ import shutil
 import tempfile
 import threading
 import time
-import types
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from queuey_core.backends.capabilities import SupportsCancellation, require
 from queuey_core.clock import ManualClock
 from queuey_core.envelope import Envelope
 from queuey_core.errors import KitError
-from queuey_core.handlers import Handler, JobHandler, discover
+from queuey_core.handlers import JobHandler, discover
 from queuey_core.jobs import Job
 from queuey_core.producer import Producer
 from queuey_core.queues import QueueConfig, QueueSet
@@ -36,13 +35,12 @@ from queuey_core.testing.gate import (
     Entry,
     GatedMemoryBackend,
     GatedSqliteBackend,
-    GateState,
     Key,
     key_of,
 )
 from queuey_core.testing.outcomes import SIGNALS, JobOutcome, OutcomeRecorder, catching
+from queuey_core.testing.setup import Consuming, handlers_from, queue_set
 from queuey_core.worker import Worker, WorkerHooks
-from queuey_core.worker.hooks import RunningWorker
 
 J = TypeVar("J", bound=Job)
 
@@ -119,7 +117,7 @@ class QueueyKit:
         found: list[JobHandler] = (
             [d.handler for d in discover()] if handlers is None else handlers_from(handlers)
         )
-        self.queues = _queue_set(queues, config, found)
+        self.queues = queue_set(queues, config, found)
         self.clock = ManualClock()
         self.raise_errors = raise_errors
         self._wait = wait
@@ -142,7 +140,7 @@ class QueueyKit:
                 concurrency=4,
                 job_timeout=job_timeout,
                 clock=self.clock,
-                hooks=[self._recorder, _Consuming(self._consuming, self.backend.gate), *hooks],
+                hooks=[self._recorder, Consuming(self._consuming, self.backend.gate), *hooks],
                 control=False,
                 loop_block_warning=None,
             )
@@ -354,53 +352,3 @@ class QueueyKit:
             raise KitError(f"the kit's worker stopped: {self._error}") from self._error
         if not self._thread.is_alive() and not self.worker.handle.is_shutdown():
             raise KitError("the kit's worker stopped")
-
-
-def _queue_set(
-    queues: QueueSet | Iterable[QueueConfig] | None,
-    config: str | Path | None,
-    handlers: list[JobHandler],
-) -> QueueSet:
-    if isinstance(queues, QueueSet):
-        return queues
-    if queues is not None:
-        return QueueSet(queues)
-    from queuey_core.settings import find_config, load_settings  # noqa: PLC0415
-
-    if config is not None or find_config(None):
-        settings, _ = load_settings(config)
-        return settings.queue_set()
-    names = sorted({h.job_type.QUEUE for h in handlers})
-    if not names:
-        raise KitError("no handler to run: give handlers=, or install a handler package")
-    return QueueSet(QueueConfig(name) for name in names)
-
-
-def handlers_from(items: Iterable[object]) -> list[JobHandler]:
-    """The handlers ``items`` give: each a handler, or a module (its top-level handlers).
-
-    Raises:
-        KitError: an item is neither.
-    """
-    found: list[JobHandler] = []
-    for item in items:
-        if isinstance(item, types.ModuleType):
-            found += [v for v in vars(item).values() if isinstance(v, Handler)]
-        elif isinstance(item, JobHandler):
-            found.append(item)
-        else:
-            raise KitError(f"{item!r} is neither a handler nor a module of handlers")
-    return found
-
-
-class _Consuming(WorkerHooks):
-    """Sets ``event`` once the worker consumes (the kit waits for it before a test runs)."""
-
-    def __init__(self, event: threading.Event, gate: GateState) -> None:
-        self._event = event
-        self._gate = gate
-
-    def on_worker_consuming(self, worker: RunningWorker) -> None:
-        """See :meth:`WorkerHooks.on_worker_consuming`."""
-        self._event.set()
-        self._gate.poke()

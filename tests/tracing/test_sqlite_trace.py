@@ -170,12 +170,12 @@ def test_a_bad_stored_tracestate_is_dropped_alone(file: SqliteBackend, path: str
 
 def _make_version_1(path: str) -> None:
     """Turn a file into what queuey wrote before the trace columns (schema version 1),
-    and before the counts of version 3."""
+    and before the counts of version 3 and the paused queues of version 4."""
     with sqlite3.connect(path) as conn:
         triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         for (trigger,) in triggers.fetchall():
             conn.execute(f"DROP TRIGGER {trigger}")
-        for table in ("queuey_counts", "queuey_dead_counts"):
+        for table in ("queuey_counts", "queuey_dead_counts", "queuey_paused"):
             conn.execute(f"DROP TABLE {table}")
         for table in ("queuey_messages", "queuey_dead"):
             for column in ("traceparent", "tracestate"):

@@ -132,13 +132,14 @@ def test_on_a_fresh_broker_queues_and_dlq_name_each_queue_not_declared_yet(
         "unacked": None,
         "consumers": None,
         "dead_letters": None,
+        "paused": False,
     }
     assert doc["held"] is None, "not even the delay ladder exists"
 
     done = queuey(config, "queues")
     assert done.returncode == 0, done.stderr
     rows = [line.split("\t") for line in done.stdout.splitlines()]
-    assert rows[0] == ["name", "ready", "unacked", "consumers", "dead_letters"]
+    assert rows[0] == ["name", "ready", "unacked", "consumers", "dead_letters", "paused"]
     assert {row[0]: row[1] for row in rows[1:]}["never"] == "not declared yet"
     assert "held in the delay ladder (all queues): not declared yet" in done.stderr
 
@@ -168,6 +169,7 @@ def test_a_queue_not_declared_yet_hides_nothing_after_it(config: Path) -> None:
         "unacked": None,
         "consumers": 0,
         "dead_letters": 1,
+        "paused": False,
     }
     assert json.loads(done.stdout)["held"] == 0
 

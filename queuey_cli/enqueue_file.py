@@ -331,7 +331,9 @@ def report(run: Run, failed_to: Path | None) -> Exit:
             highlight=False,
         )
     else:
-        counts = ", ".join(f"{run.count(o):,} {o.value}" for o in Outcome)
+        # Duplicates only where there are some: the line is the same as ever without.
+        shown = [o for o in Outcome if o is not Outcome.DUPLICATE or duplicates]
+        counts = ", ".join(f"{run.count(o):,} {o.value}" for o in shown)
         err.print(f"{run.path}: {counts}, of {total:,} jobs", highlight=False)
     if run.republished:
         err.print(

@@ -20,16 +20,19 @@ from queuey_core.backends.capabilities import HoldsUniqueKeys
 from queuey_core.clock import Clock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import (
+    BackendError,
     ConfigError,
     DuplicateJobError,
     EnqueueUnknownError,
+    JobStoreError,
     NotEnqueuedError,
+    PublishFailure,
     QueueyError,
 )
 from queuey_core.flow.unique import Unique, UniqueMark, job_id_key
 from queuey_core.flow.unique_keys import Claim, UniqueKeys
 from queuey_core.jobs import Job
-from queuey_core.pending import PublishError
+from queuey_core.pending import PublishError, attribute
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +119,24 @@ class UniqueClaims:
         holder's id), whose other keys are given back at once.
 
         Raises:
-            BackendError or JobStoreError: the store could not be reached; nothing claimed.
+            NotEnqueuedError: the store could not be reached (or the backend is closed):
+                nothing claimed, nothing published.
         """
         claims, owners = _claims(envs)
         if not claims or self._keys is None:
             return {}
-        refused = self._keys.claim(claims, now_ms)
+        try:
+            refused = self._keys.claim(claims, now_ms)
+        except NotEnqueuedError as exc:  # a closed backend: as its publish would say
+            attribute(exc, list(dict.fromkeys(owners)))
+            raise
+        except (BackendError, JobStoreError) as exc:
+            # Nothing was published: one of the three outcomes, not a fourth error.
+            raise NotEnqueuedError(
+                f"not enqueued: its unique keys could not be claimed: {exc}",
+                reason=PublishFailure.UNREACHABLE,
+                not_enqueued=dict.fromkeys(owners),
+            ) from exc
         duplicates: dict[uuid.UUID, uuid.UUID] = {}
         for i, holder in refused.items():
             duplicates.setdefault(owners[i], uuid.UUID(holder))

@@ -131,6 +131,24 @@ class SqlUniqueKeys:
         self._close = close
         self._claims = 0
 
+    @classmethod
+    def of_file(
+        cls,
+        write: Callable[[], contextlib.AbstractContextManager[Any]],
+        closed: Callable[[], bool],
+    ) -> SqlUniqueKeys:
+        """The embedded backend's: its file's ``write`` transactions, refused as a
+        publish is (NotEnqueuedError, ``closed``) once the backend is ``closed()``."""
+
+        def transaction() -> contextlib.AbstractContextManager[Any]:
+            if closed():
+                from queuey_core.errors import NotEnqueuedError, PublishFailure  # noqa: PLC0415
+
+                raise NotEnqueuedError("the backend is closed", reason=PublishFailure.CLOSED)
+            return write()
+
+        return cls(transaction, UniqueSql())
+
     def claim(self, claims: Sequence[Claim], now_ms: int) -> dict[int, str]:
         refused: dict[int, str] = {}
         if not claims:

@@ -7,11 +7,11 @@ from typing import ClassVar
 
 import pytest
 
+from queuey_core import NotEnqueuedError
 from queuey_core import Producer
 from queuey_core import QueueConfig
 from queuey_core import QueueSet
 from queuey_core.backends.open import open_backend
-from queuey_core.errors import JobStoreError
 from queuey_core.flow.unique import Unique
 from queuey_core.flow.unique_store import open_unique_keys
 from queuey_core.jobs import Job
@@ -46,7 +46,7 @@ def test_a_unique_job_is_not_enqueued_while_its_store_is_out_of_reach() -> None:
         keys = open_unique_keys(GONE)
         try:
             producer = Producer(backend, QueueSet([QueueConfig(QUEUE)]), unique_keys=keys)
-            with pytest.raises(JobStoreError) as caught:
+            with pytest.raises(NotEnqueuedError) as caught:
                 producer.enqueue(Refund(order=1))
             text = str(caught.value)
             assert "\n" not in text

@@ -50,7 +50,7 @@ from queuey_core.backends.sqlite.writes import Writer
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, DecodeError
-from queuey_core.flow.unique_keys import SqlUniqueKeys, UniqueSql
+from queuey_core.flow.unique_keys import SqlUniqueKeys
 from queuey_core.queues import QueueConfig
 from queuey_core.trace_context import TraceContext
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
@@ -96,7 +96,7 @@ class SqliteBackend(
             self, self._db, self._clock, poll=self.options.poll, lease=self.options.lease
         )
         self._writer = Writer(self._db, self._clock)
-        self._unique = SqlUniqueKeys(self._db.write, UniqueSql())
+        self._unique = SqlUniqueKeys.of_file(self._db.write, lambda: self._closed)
         self._control = SqliteControl(
             self._db, self._clock, lease=self.options.lease, wake=self._pump.wake
         )

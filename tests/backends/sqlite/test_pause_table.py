@@ -11,7 +11,6 @@ from queuey_core import QueueConfig
 from queuey_core.backends.base import ConsumerEnded
 from queuey_core.backends.base import Delivery
 from queuey_core.backends.sqlite import SqliteBackend
-from queuey_core.backends.sqlite import pause_table
 from queuey_core.backends.sqlite import schema
 from queuey_core.clock import ManualClock
 from tests.support import wait_for
@@ -25,8 +24,9 @@ def version_3_file(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
+        # Every table but version 4's (the pauses' and every other part's of that version).
         for statement in schema.SCHEMA:
-            if statement not in pause_table.SCHEMA:
+            if statement not in schema.UPGRADES[4]:
                 conn.execute(statement)
         conn.execute("INSERT INTO queuey_schema (version) VALUES (3)")
         conn.execute(

@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from queuey_core import (
     AsyncProducer,
     Backend,
+    DuplicateJobError,
     EnqueueUnknownError,
     Job,
     JobContext,
@@ -95,6 +96,10 @@ async def signup(body: Signup, idempotency_key: Annotated[str | None, Header()] 
         job_id = await producer.enqueue(SendWelcome(email=body.email), job_id=idempotency_key)
     except ValueError as exc:  # an Idempotency-Key that cannot be a job id
         raise HTTPException(422, str(exc)) from None
+    except DuplicateJobError as exc:
+        # The same key again, while its job holds it (on a backend that keeps job ids as
+        # keys: docs/flow-control.md): the request was already accepted, as that job.
+        return Accepted(job_id=str(exc.existing))
     except EnqueueUnknownError:
         raise HTTPException(
             503, "the job may or may not be queued: retry with the same key"

@@ -157,7 +157,9 @@ class UniqueClaims:
     def guarded(self, env: Envelope, publish: Callable[[], None], now: Callable[[], int]) -> None:
         """``publish()`` of ``env``, its keys claimed first (DuplicateJobError: refused,
         nothing published), then kept or given back as the publish ends; ``now`` in ms.
-        A publish cut short by anything else (a KeyboardInterrupt) keeps them: in doubt."""
+        Any other QueueyError of the publish means not enqueued (the producer's
+        outcomes), so the keys go back; a publish cut short by anything else (a
+        KeyboardInterrupt) keeps them: in doubt."""
         duplicates = self.claim([env], now())
         if duplicates:
             raise DuplicateJobError(duplicates)
@@ -166,6 +168,9 @@ class UniqueClaims:
             publish()
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
             error = exc
+            raise
+        except QueueyError as exc:  # any other error of a publish: surely not enqueued
+            error = NotEnqueuedError(str(exc), not_enqueued=[env.job_id])
             raise
         finally:
             self.settle([env], error, now())

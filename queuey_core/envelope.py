@@ -1,11 +1,10 @@
 """The envelope: a job on the wire, as JSON bytes (never pickle).
 
-Anyone with access to a queue can publish into it, so every field is checked where the
-envelope is read, for both backends alike: a body that breaks a rule here is a
-:class:`DecodeError` naming the field, and the consumer dead-letters it instead of
-running it. The rules keep every value something a broker can carry again (an AMQP
-short string, a signed 32-bit header) so that a retry or a dead letter of an envelope
-that was read can always be published.
+Anyone with access to a queue can publish into it, so every field is checked where the envelope
+is read, on every backend: a body that breaks a rule is a :class:`DecodeError` naming the
+field, and the consumer dead-letters it unrun. The rules keep every value something a broker
+can carry again (an AMQP short string, a signed 32-bit header): a retry or a dead letter of an
+envelope that was read can always be published.
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ MAX_COUNT = 2**31 - 1
 MAX_ENQUEUED_AT = 2**53
 
 
-#: The end of the text in a schema's ``pattern``: ``$`` alone also matches before a final
-#: newline in Python's ``re`` (which Python's validators use), not in ECMA-262.
+#: The end of the text in a schema's ``pattern``: ``$`` alone also matches before a final newline
+#: in Python's ``re`` (which Python's validators use), not in ECMA-262.
 _END = "$(?!\\n)"
 _HEX_UUID = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 #: Every spelling of a UUID a worker takes as a ``job_id`` (what pydantic parses; a test
@@ -365,22 +364,13 @@ def encode_first_attempt(
     would (``Producer`` builds one real envelope per job type and call). Field order and
     spelling are the model's: a test decodes both and compares.
     """
-    return _FIRST_ATTEMPT % (
-        job_id.encode(),
-        job_type,
-        queue,
-        priority,
-        enqueued_at,
-        payload,
-    )
+    return _FIRST_ATTEMPT % (job_id.encode(), job_type, queue, priority, enqueued_at, payload)
 
 
 _FIRST_ATTEMPT = (
     b'{"v":%d,"job_id":"%%s","job_type":%%s,"queue":%%s,"attempt":1,"deferrals":0,'
     b'"priority":%%d,"enqueued_at":%%d,"payload":%%s}' % VERSION
 )
-
-
 _UNKNOWN_VERSION = "unknown envelope version"
 
 

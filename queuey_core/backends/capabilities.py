@@ -6,20 +6,17 @@ Protocol of its own:
 
 - :class:`DeadLetterTools`: list, requeue, delete and purge dead letters (``queuey dlq``);
 - :class:`Inspectable`: count what queues hold (``queuey queues``, ``dlq list``);
-- :class:`SupportsControl`: a broadcast channel to every live worker (the worker,
-  ``queuey workers``);
+- :class:`SupportsControl`: a broadcast channel to every live worker (``queuey workers``);
 - :class:`SupportsSchedules`: where schedules keep their last tick, and the election
   of the scheduler that fires (``queuey scheduler``, ``queuey schedules``);
 - :class:`PublishesEncoded`: take first attempts already encoded (``enqueue_many``);
-- :class:`PublishesAhead`: hand a batch over now and wait for its confirms later
-  (``Producer.begin_enqueue_many``, ``queuey enqueue --file``);
-- :class:`Republishes`: counts what it published again after a lost connection
-  (``queuey enqueue-file``);
+- :class:`PublishesAhead`: hand a batch over now, wait for its confirms later (``--file``);
+- :class:`Republishes`: counts what it published again after a lost connection;
 - :class:`ConnectionReporting`: how each connection is, without blocking (``/healthz``);
 - :class:`SupportsCancellation`: cancels that every worker sees, those that start later
   too, for a retention window (``queuey cancel``);
-- :class:`SupportsPause`: paused queues that every worker obeys, kept until resumed
-  (``queuey queues pause``; defined in :mod:`queuey_core.flow.pause_capability`);
+- :class:`SupportsPause` (re-exported from :mod:`queuey_core.flow.pause_capability`, where
+  pausing lives): paused queues that every worker obeys until resumed;
 - :class:`HoldsLeases`: deliveries are leases kept in shared storage, which a process
   stopped at once gives back itself (the worker's forced stop);
 - :class:`HoldsUniqueKeys`: keeps the unique keys of jobs itself, and holds a job id
@@ -58,8 +55,6 @@ from queuey_core.backends.dead_letter_tools import (
 from queuey_core.backends.dead_letter_tools import UndecodableDeadLetter as UndecodableDeadLetter  # noqa: PLC0414
 from queuey_core.envelope import EncodedEnvelope
 from queuey_core.errors import BackendError, MissingCapabilityError
-
-# Re-exported: the pause capability lives with the rest of pausing, in queuey_core.flow.
 from queuey_core.flow.pause_capability import SupportsPause as SupportsPause  # noqa: PLC0414
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ ManualClock.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from queuey_core.backends.capabilities import DeadLetter
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite.migrate import migrate
 from queuey_core.backends.sqlite.schema import SCHEMA_VERSION
+from queuey_core.backends.sqlite.schema import UPGRADES
 from queuey_core.trace_context import TraceContext
 from tests.backends.sqlite.test_migrate import Broker
 from tests.support import ALPHA
@@ -168,14 +170,21 @@ def test_a_bad_stored_tracestate_is_dropped_alone(file: SqliteBackend, path: str
     assert delivered(file).envelope.trace == TraceContext(TRACE.traceparent)
 
 
+def _tables_of(statements: tuple[str, ...]) -> list[str]:
+    """The tables that ``statements`` create."""
+    found = (re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", s) for s in statements)
+    return [m.group(1) for m in found if m]
+
+
 def _make_version_1(path: str) -> None:
     """Turn a file into what queuey wrote before the trace columns (schema version 1),
-    and before the counts of version 3 and the paused queues of version 4."""
+    and before the counts of version 3 and every table of version 4."""
     with sqlite3.connect(path) as conn:
         triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
         for (trigger,) in triggers.fetchall():
             conn.execute(f"DROP TRIGGER {trigger}")
-        for table in ("queuey_counts", "queuey_dead_counts", "queuey_paused"):
+        later = ("queuey_counts", "queuey_dead_counts", *_tables_of(UPGRADES[4]))
+        for table in later:
             conn.execute(f"DROP TABLE {table}")
         for table in ("queuey_messages", "queuey_dead"):
             for column in ("traceparent", "tracestate"):

@@ -12,6 +12,8 @@ import random
 import signal
 import subprocess
 import time
+import urllib.parse
+import uuid
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,9 +27,10 @@ from queuey_core.backends.open import open_backend
 from queuey_core.flow.limit_state import SLOT_LEASE_MS
 from queuey_core.flow.limit_state import SWEEP_EVERY_MS
 from queuey_core.settings import load_settings
-from tests.harness import AMQP_URL
+from tests.harness import VHOST
 from tests.integration import flow_ledger
-from tests.integration.broker import clean_queues
+from tests.integration.broker import HOSTPORT
+from tests.integration.broker import own_vhost
 from tests.integration.fleet import QUEUEY
 from tests.integration.fleet import REPO
 from tests.integration.flow_ledger import Limited
@@ -107,13 +110,22 @@ class Fleet:
 
 @pytest.fixture(params=["sqlite", pytest.param("rabbitmq+sqlite", marks=pytest.mark.integration)])
 def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
-    """Workers on one backend, limits declared by each test's ``limits`` table."""
+    """Workers on one backend, limits declared by each test's ``limits`` table.
+
+    On RabbitMQ the fleet has a virtual host of its own: a rate test stops with hundreds of
+    jobs booked in the delay ladder, and they must not come back, unroutable, into the
+    vhost every other test lists dead letters of."""
     if request.param == "sqlite":
-        broker = f'url = "sqlite:///{tmp_path}/queuey.db?lease=2"'
-        results = ""
-    else:
-        broker = f'url = "{AMQP_URL}"'
+        yield from _fleet(tmp_path, f'url = "sqlite:///{tmp_path}/queuey.db?lease=2"', "")
+        return
+    base = "queuey-test" if VHOST == "/" else VHOST
+    with own_vhost(f"{base}.fleet.{uuid.uuid4().hex[:8]}") as vhost:
+        url = f"amqp://guest:guest@{HOSTPORT}/{urllib.parse.quote(vhost, safe='')}"
         results = f'[results]\nurl = "sqlite:///{tmp_path}/state.db"\n'
+        yield from _fleet(tmp_path, f'url = "{url}"', results)
+
+
+def _fleet(tmp_path: Path, broker: str, results: str) -> Iterator[Fleet]:
     config = tmp_path / "queuey.toml"
     config.write_text(
         f"""
@@ -133,12 +145,9 @@ prefetch = 4
 """
     )
     found = Fleet(tmp_path, config, tmp_path / "ledger.txt", [])
-    if request.param == "sqlite":
+    try:
         yield found
-        found.stop()
-        return
-    with clean_queues(flow_ledger.QUEUE):
-        yield found
+    finally:
         found.stop()
 
 

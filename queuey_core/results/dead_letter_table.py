@@ -2,11 +2,10 @@
 RabbitMQ's dead letters live when ``[results] url`` is set, so that a page, a lookup or
 a move of one is an index lookup, whatever the number of dead letters (issue 28).
 
-Owns: the connections to the table (SQLite: one, behind a lock, WAL; PostgreSQL: one
-per thread, autocommit outside the transactions it opens) and :class:`DeadLetterTable`,
-the operations the dead-letter tools need, each one transaction. The statements are in
-:mod:`.dead_letter_sql`. Every database error becomes a one-line
-:class:`~queuey_core.errors.JobStoreError` with no password in it.
+Owns: :class:`DeadLetterTable`, the operations the dead-letter tools need, each one
+transaction on the store's connections (:mod:`.sql_connections`: every database error a
+one-line :class:`~queuey_core.errors.JobStoreError` with no password in it), and
+the statements are in :mod:`.dead_letter_sql`.
 Must never: hold a transaction open while a caller reads a stream (streams read in
 chunks by key), or delete a row a command did not name or claim.
 """
@@ -14,134 +13,36 @@ chunks by key), or delete a row a command did not name or claim.
 from __future__ import annotations
 
 import contextlib
-import threading
-import urllib.parse
-from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Generator, Sequence
+from typing import Any
 
-from queuey_core.errors import ConfigError, JobStoreError
 from queuey_core.results.dead_letter_sql import Row, Sql, Stored
-from queuey_core.urls import redact
-
-if TYPE_CHECKING:
-    import sqlite3
-
-T = TypeVar("T")
+from queuey_core.results.sql_connections import Cursor, SqlConnections, open_table
 
 #: Rows a stream reads per query.
 CHUNK = 500
-#: The PostgreSQL advisory lock every queuey table's creation takes (an arbitrary key).
-DDL_LOCK = 0x71756575
-
-Cursor = Any
 
 
 class DeadLetterTable:
     """The dead letters of every queue, in the table of one job store."""
 
-    def __init__(
-        self,
-        connect: Callable[[], Any],
-        sql: Sql,
-        *,
-        shown: str,
-        errors: tuple[type[BaseException], ...],
-    ) -> None:
-        self._connect = connect
+    def __init__(self, db: SqlConnections, sql: Sql) -> None:
+        self._db = db
         self._sql = sql
-        self.shown = shown
-        self._errors = errors
-        self._local = threading.local()
-        self._lock = threading.RLock() if not sql.postgres else None
-        self._making = threading.Lock()
-        self._all: list[Any] = []
-        self._closed = False
-        self._ready = False
-        #: A password to keep out of error messages.
-        self.secret: str | None = None
-
-    # -- connections ---------------------------------------------------------------------
-
-    def _conn(self) -> Any:
-        conn = self._all[0] if self._lock is not None and self._all else None
-        if self._lock is None:
-            conn = getattr(self._local, "conn", None)
-            if conn is not None and (conn.closed or conn.broken):
-                conn.close()
-                conn = None
-        if conn is None:
-            if self._closed:
-                raise JobStoreError(f"job store {self.shown}: closed")
-            conn = self._connect()
-            self._all.append(conn)
-            if self._lock is None:
-                self._local.conn = conn
-        return conn
-
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[Cursor]:
-        """One transaction, its cursor; any database error as a JobStoreError."""
-        guard = self._lock if self._lock is not None else contextlib.nullcontext()
-        try:
-            with guard:
-                conn = self._conn()
-                if not self._ready:
-                    self._make(conn)
-                if self._lock is not None:
-                    cur = conn.cursor()
-                    cur.execute("BEGIN IMMEDIATE")
-                    try:
-                        yield cur
-                        cur.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                else:
-                    with conn.transaction(), conn.cursor() as cur:
-                        yield cur
-        except self._errors as exc:
-            raise self._error(exc) from None
-
-    def _make(self, conn: Any) -> None:
-        if self._lock is None:
-            with self._making, conn.transaction():
-                # CREATE ... IF NOT EXISTS is not safe against itself on PostgreSQL (two
-                # sessions both create, one fails on the catalog's unique index): one
-                # session of any process at a time.
-                conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
-                if not self._ready:
-                    for statement in self._sql.ddl():
-                        conn.execute(statement)
-        else:
-            for statement in self._sql.ddl():
-                conn.execute(statement)
-        self._ready = True
-
-    def _error(self, exc: BaseException) -> JobStoreError:
-        text = str(exc).strip()
-        first = text.splitlines()[0] if text else type(exc).__name__
-        if self.secret:
-            first = first.replace(self.secret, "****")
-        return JobStoreError(f"job store {self.shown}: {first}")
+        self.shown = db.shown
+        self._tx = db.transaction
 
     def transaction(self) -> contextlib.AbstractContextManager[Cursor]:
-        """One transaction on these connections, its cursor: for a table of another
-        duty made by the same ``sql.ddl()`` (the unique keys, :mod:`queuey_core.flow`)."""
+        """One transaction on these connections, its cursor."""
         return self._tx()
 
     def ready(self) -> None:
         """Connect and make the table if missing; JobStoreError if the store is down."""
-        with self._tx():
-            pass
+        self._db.ready()
 
     def close(self) -> None:
         """Close every connection; idempotent."""
-        self._closed = True
-        conns, self._all = self._all, []
-        for conn in conns:
-            with contextlib.suppress(Exception):
-                conn.close()
+        self._db.close()
 
     # -- writes --------------------------------------------------------------------------
 
@@ -280,82 +181,13 @@ def _stored(values: Sequence[Any]) -> Stored:
     return Stored(int(seq), row)
 
 
-#: Makes the statements of one dialect: ``(prefix=, placeholder=, postgres=)``, as
-#: :class:`~.dead_letter_sql.Sql`'s constructor takes them.
-MakeSql = Callable[..., Any]
-
-
-def open_dead_letter_table(
-    url: str, sql: MakeSql = Sql, *, what: str = "dead letters"
-) -> DeadLetterTable:
+def open_dead_letter_table(url: str) -> DeadLetterTable:
     """The dead-letter table of the job store ``url`` names (``sqlite:///path`` or
-    ``postgresql://...?schema=NAME``), connected on first use; with another ``sql``,
-    the connections for a table of that duty (``what`` it keeps, for the errors).
+    ``postgresql://...?schema=NAME``), connected on first use.
 
     Raises:
         ConfigError: a store that cannot hold dead letters (``memory://``), or a
             postgresql:// URL without psycopg installed.
     """
-    scheme = url.partition("://")[0].lower()
-    if scheme == "sqlite":
-        return _sqlite(url, sql)
-    if scheme in ("postgresql", "postgres"):
-        return _postgres(url, sql, what)
-    raise ConfigError(f"{what} cannot be kept in a {scheme}:// job store")
-
-
-def _sqlite(url: str, sql: MakeSql) -> DeadLetterTable:
-    # On use: a worker on RabbitMQ loads this module, and sqlite3 is 1 MB of it.
-    import sqlite3  # noqa: PLC0415
-
-    from queuey_core.backends.sqlite.database import Database  # noqa: PLC0415 - on use
-    from queuey_core.backends.sqlite.options import parse_url  # noqa: PLC0415
-
-    options = parse_url(url)
-
-    def connect() -> sqlite3.Connection:
-        Database(options).close()  # create or check the queuey schema, as the store does
-        conn = sqlite3.connect(
-            options.path,
-            timeout=options.busy_timeout,
-            check_same_thread=False,
-            isolation_level=None,
-        )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
-
-    from queuey_core.errors import BackendError  # noqa: PLC0415
-
-    return DeadLetterTable(connect, sql(), shown=options.path, errors=(sqlite3.Error, BackendError))
-
-
-def _postgres(url: str, sql: MakeSql, what: str) -> DeadLetterTable:
-    from queuey_core.results.postgres_store import split_url  # noqa: PLC0415 - on use
-
-    try:
-        import psycopg  # noqa: PLC0415 - the postgres extra, on use
-    except ImportError:  # pragma: no cover - depends on the extra
-        raise ConfigError(
-            "a postgresql:// job store needs psycopg: pip install 'queuey[postgres]'"
-        ) from None
-    conninfo, schema = split_url(url)
-    password = urllib.parse.urlsplit(conninfo).password
-
-    def connect() -> Any:
-        conn = psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=5, application_name=f"queuey {what}"
-        )
-        with conn.transaction():  # as the tables are made (DeadLetterTable._make)
-            conn.execute(f"SELECT pg_advisory_xact_lock({DDL_LOCK})")
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        return conn
-
-    table = DeadLetterTable(
-        connect,
-        sql(prefix=f'"{schema}".', placeholder="%s", postgres=True),
-        shown=redact(url),
-        errors=(psycopg.Error,),
-    )
-    table.secret = password
-    return table
+    db, sql = open_table(url, Sql, what="dead letters")
+    return DeadLetterTable(db, sql)

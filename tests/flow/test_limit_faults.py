@@ -20,7 +20,7 @@ from queuey_core.flow.limit_spec import LimitBook
 from queuey_core.flow.limit_spec import spec_from_table
 from queuey_core.flow.limit_state import Execute
 from queuey_core.flow.limit_state import LimitState
-from queuey_core.flow.limit_stores import SqliteConnector
+from queuey_core.flow.limit_stores import SqlConnector
 from queuey_core.flow.limit_stores import in_process
 from tests.harness import MemoryEnv
 from tests.support import ALPHA
@@ -38,7 +38,7 @@ class Unplugged:
     """An in-process store that can be taken out of reach, as a network cut would."""
 
     def __init__(self) -> None:
-        self.inner: SqliteConnector = in_process()
+        self.inner: SqlConnector = in_process()
         self.prefix = self.inner.prefix
         self.placeholder = self.inner.placeholder
         self.down = threading.Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,17 @@ def usage(message: str) -> typer.Exit:
     """Print a usage error and return the exit to raise."""
     error(message)
     return typer.Exit(Exit.USAGE)
+
+
+def parse_json(text: str, where: str) -> Any:
+    """``text`` decoded as JSON, or a usage error naming ``where``: a syntax error, and
+    nesting too deep for the decoder (a hostile or broken input, not a crash)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise usage(f"{where}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise usage(f"{where}: invalid JSON: nested too deeply") from None
 
 
 def backend(settings: Settings) -> Any:

@@ -15,14 +15,13 @@ checks it against the job's model (:meth:`~queuey_core.Producer.enqueue_raw`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from queuey_cli.common import backend, cli_errors, state, usage
+from queuey_cli.common import backend, cli_errors, parse_json, state, usage
 from queuey_cli.enqueue_args import TimeoutOption, WaitOption
 from queuey_cli.output import Exit, error, say
 
@@ -247,10 +246,7 @@ def _enqueue_raw(
     )
     from queuey_core.first_attempts import make_raw_envelope  # noqa: PLC0415
 
-    try:
-        data: Any = json.loads(payload)
-    except json.JSONDecodeError as exc:
-        raise usage(f"payload: invalid JSON: {exc}") from None
+    data: Any = parse_json(payload, "payload")
     if not isinstance(data, dict):
         raise usage(f"payload: a job is a JSON object, not {type(data).__name__}")
     try:

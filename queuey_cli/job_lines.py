@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator
@@ -23,7 +22,7 @@ from typing import IO, Any
 import typer
 from pydantic import ValidationError
 
-from queuey_cli.common import usage
+from queuey_cli.common import parse_json, usage
 from queuey_core import Job, QueueSet, job_id_for
 from queuey_core.first_attempts import make_envelope
 from queuey_core.uuid7 import uuid7
@@ -60,10 +59,7 @@ def parse_job(
 ) -> tuple[Job, dict[str, Any], uuid.UUID | None]:
     """The job on a line, the line's JSON object, and the line's ``job_id`` (when
     ``id_key`` and the model has no field of that name)."""
-    try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise usage(f"{where}: invalid JSON: {exc}") from None
+    data: Any = parse_json(text, where)
     if not isinstance(data, dict):
         raise usage(f"{where}: a job is a JSON object, not {type(data).__name__}")
     key = None

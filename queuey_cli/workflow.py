@@ -7,7 +7,6 @@ the id printed means it exists and its first members are published or in its out
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from queuey_cli.common import JsonOption, backend, cli_errors, state, usage
+from queuey_cli.common import JsonOption, backend, cli_errors, parse_json, state, usage
 from queuey_cli.output import Column, Exit, err, listing, print_json, say
 
 if TYPE_CHECKING:
@@ -37,10 +36,7 @@ def enqueue_workflow(ctx: typer.Context, source: str) -> None:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise usage(f"{source}: cannot read it ({type(exc).__name__})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise usage(f"{source}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    data = parse_json(text, source)
     st = state(ctx)
     settings = st.settings()
     queue_set = settings.queue_set()

@@ -113,6 +113,7 @@ def test_a_job_bound_to_an_undeclared_queue_names_its_entry_point(
     [
         (["enqueue", "nope", "{}"], "unknown job type 'nope'"),
         (["enqueue", "greet", "{bad"], "invalid JSON"),
+        (["enqueue", "greet", "[" * 100_000 + "]" * 100_000], "invalid JSON: nested too deeply"),
         (["enqueue", "greet", "[1]"], "a job is a JSON object"),
         (["enqueue", "greet", '{"nam": "ada"}'], "does not fit job type 'greet': name"),
         (["enqueue", "greet", '{"name": "ada"}', "--priority", "11"], "its maximum is 10"),
@@ -140,6 +141,10 @@ def test_a_bad_file_publishes_nothing(runner: CliRunner, offline: Path, tmp_path
     code, _, err = run(runner, "--config", str(offline), "enqueue", "greet", "--file", str(jobs))
     assert code == 2
     assert f"{jobs}:4: does not fit job type 'greet'" in one_error_line(err)
+    jobs.write_text('{"name": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, _, err = run(runner, "--config", str(offline), "enqueue", "greet", "--file", str(jobs))
+    assert code == 2
+    assert f"{jobs}:2: invalid JSON: nested too deeply" in one_error_line(err)
 
 
 def test_usage_errors_from_typer_exit_2(runner: CliRunner) -> None:

@@ -101,7 +101,8 @@ def test_a_workflow_on_stdin_is_read_from_a_dash_and_can_be_cancelled(project: P
 @pytest.mark.parametrize(
     ("stdin", "said"),
     [
-        ("nope", "not JSON"),
+        ("nope", "invalid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested too deeply"),
         ('{"run": {"chain": []}}', "run.chain: not a list of at least one node"),
         ('{"run": {"job": "greet", "payload": {"nam": 1}}}', "run.payload: name: Field required"),
         ('{"run": {"job": "nobody"}}', "unknown job type 'nobody'"),

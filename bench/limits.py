@@ -125,8 +125,10 @@ OTHER_LIMITS = {
 }
 
 
-def drain(place: Place, jobs: int, limited: bool) -> float:
-    """Jobs a second for ``jobs`` no-op jobs of a type without limits."""
+def drain(place: Place, jobs: int, limited: bool) -> tuple[float, float]:
+    """Jobs a second for ``jobs`` no-op jobs of a type without limits, and the process's
+    CPU microseconds a job (every thread: the gate's heartbeat counts), which other work
+    on a shared machine disturbs far less than the wall clock."""
     place.fresh()
     backend = place.backend()
     gate = gate_for(place, OTHER_LIMITS) if limited else None
@@ -143,13 +145,13 @@ def drain(place: Place, jobs: int, limited: bool) -> float:
             limits=gate,
         )
         thread = threading.Thread(target=worker.run, daemon=True)
-        began = time.perf_counter()
+        began, cpu0 = time.perf_counter(), time.process_time()
         thread.start()
         counting.done.wait(600)
-        took = time.perf_counter() - began
+        took, cpu = time.perf_counter() - began, time.process_time() - cpu0
         worker.handle.shutdown()
         thread.join(60)
-        return jobs / took
+        return jobs / took, cpu / jobs * 1e6
     finally:
         if gate is not None:
             gate.close()
@@ -159,18 +161,22 @@ def drain(place: Place, jobs: int, limited: bool) -> float:
 def free(args: argparse.Namespace) -> None:
     for name in args.backends.split(","):
         place = Place(name, args.amqp)
-        plain: list[float] = []
-        declared: list[float] = []
+        plain: list[tuple[float, float]] = []
+        declared: list[tuple[float, float]] = []
         for r in range(args.rounds):
             order = [False, True] if r % 2 == 0 else [True, False]
             for limited in order:
                 (declared if limited else plain).append(drain(place, args.jobs, limited))
         place.close()
-        a, b = statistics.median(plain), statistics.median(declared)
+        a = statistics.median(rate for rate, _ in plain)
+        b = statistics.median(rate for rate, _ in declared)
+        ca = statistics.median(cpu for _, cpu in plain)
+        cb = statistics.median(cpu for _, cpu in declared)
         print(
             f"{name}: no limits {a:,.0f} jobs/s, limits on another type {b:,.0f} jobs/s, "
-            f"ratio {b / a:.3f} (rounds {[round(x) for x in plain]} / "
-            f"{[round(x) for x in declared]})"
+            f"ratio {b / a:.3f} (rounds {[round(x) for x, _ in plain]} / "
+            f"{[round(x) for x, _ in declared]}); CPU a job {ca:.1f} / {cb:.1f} us, "
+            f"ratio {cb / ca:.3f}"
         )
 
 

@@ -35,6 +35,13 @@ class Balance(Job):
     account: str
 
 
+class AsyncBalance(Job):
+    NAME: ClassVar[str] = "kitu.async-balance"
+    QUEUE: ClassVar[str] = "kitu.work"
+    UNIQUE: ClassVar[Unique | None] = Unique(key=("account",), period=QUEUED_OR_RUNNING)
+    account: str
+
+
 class Webhook(Job):
     NAME: ClassVar[str] = "kitu.webhook"
     QUEUE: ClassVar[str] = "kitu.work"
@@ -61,6 +68,11 @@ def balance(job: Balance, ctx: JobContext) -> None:
 
 
 @handler
+async def async_balance(job: AsyncBalance, ctx: JobContext) -> str:
+    return job.account
+
+
+@handler
 def webhook(job: Webhook, ctx: JobContext) -> None:
     pass
 
@@ -71,7 +83,9 @@ def ping(job: Ping, ctx: JobContext) -> None:
 
 
 both_backends = pytest.mark.parametrize("queuey", ["memory", "sqlite"], indirect=True)
-pytestmark = pytest.mark.queuey(handlers=[invoice, balance, webhook, ping], queues=QUEUES)
+pytestmark = pytest.mark.queuey(
+    handlers=[invoice, balance, async_balance, webhook, ping], queues=QUEUES
+)
 
 
 @both_backends
@@ -101,6 +115,17 @@ def test_queued_or_running_holds_the_key_while_the_job_runs(queuey: QueueyKit) -
     assert running.outcome is not None
     assert running.outcome.succeeded
     assert queuey.enqueue(Balance(account="acct-1")), "let go at its final outcome"
+
+
+def test_an_async_handler_is_held_running_the_same_way(queuey: QueueyKit) -> None:
+    with queuey.running(AsyncBalance(account="acct-2")) as running:
+        refused = pytest.raises(DuplicateJobError)
+        with refused:
+            queuey.enqueue(AsyncBalance(account="acct-2"))
+
+    assert running.outcome is not None
+    assert running.outcome.result == "acct-2"
+    assert queuey.enqueue(AsyncBalance(account="acct-2"))
 
 
 @both_backends

@@ -15,6 +15,7 @@ from queuey_core import JobContext
 from queuey_core import Limit
 from queuey_core import QueueConfig
 from queuey_core import handler
+from queuey_core.testing import KitError
 from queuey_core.testing import QueueyKit
 from queuey_core.testing import Status
 
@@ -162,6 +163,27 @@ def test_the_limits_heartbeat_runs_as_the_clock_moves() -> None:
         kit.advance(301)
 
         assert [e.job.n for e in kit.enqueued(Export)] == [2, 3]
+
+
+def test_a_job_a_limit_holds_back_cannot_be_held_running(queuey: QueueyKit) -> None:
+    with queuey.running(Export(tenant="acme", n=1)):
+        refused = pytest.raises(KitError, match="did not start: parked behind concurrency limit")
+        with refused, queuey.running(Export(tenant="acme", n=2)):
+            pass  # never reached
+        assert queuey.outcomes[-1].parked
+
+
+def test_a_limits_store_out_of_reach_makes_the_job_wait_unrun(queuey: QueueyKit) -> None:
+    assert queuey.limits is not None
+    queuey.limits.state.close()  # as a store that stopped answering
+
+    waited = queuey.run(Call(n=1))
+
+    assert waited.waited, "fails closed: never run outside its limit"
+    assert waited.delay == 5.0
+    assert waited.reason.startswith("waited: the limits' store is out of reach")
+    [back] = queuey.enqueued(Call)
+    assert (back.attempt, back.delay) == (1, 5.0)
 
 
 CONFIG = """

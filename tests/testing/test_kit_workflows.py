@@ -11,6 +11,7 @@ from pydantic import Field
 from queuey_core import Fatal
 from queuey_core import Job
 from queuey_core import JobContext
+from queuey_core import Limit
 from queuey_core import QueueConfig
 from queuey_core import handler
 from queuey_core.testing import KitError
@@ -42,6 +43,13 @@ class Total(Job):
     parts: list[int] = Field(default_factory=list)
 
 
+class Throttled(Job):
+    NAME: ClassVar[str] = "kitw.throttled"
+    QUEUE: ClassVar[str] = "kitw.work"
+    LIMITS: ClassVar[tuple[Limit, ...]] = (Limit("kitw.api", rate="1/s"),)
+    n: int
+
+
 class Broken(Job):
     NAME: ClassVar[str] = "kitw.broken"
     QUEUE: ClassVar[str] = "kitw.work"
@@ -69,6 +77,11 @@ def total(job: Total, ctx: JobContext) -> int:
 
 
 @handler
+def throttled(job: Throttled, ctx: JobContext) -> int:
+    return job.n
+
+
+@handler
 def broken(job: Broken, ctx: JobContext) -> None:
     raise Fatal("the disk is full")
 
@@ -79,7 +92,9 @@ def alert(job: Alert, ctx: JobContext) -> str:
 
 
 both_backends = pytest.mark.parametrize("queuey", ["memory", "sqlite"], indirect=True)
-pytestmark = pytest.mark.queuey(handlers=[fetch, double, total, broken, alert], queues=QUEUES)
+pytestmark = pytest.mark.queuey(
+    handlers=[fetch, double, total, throttled, broken, alert], queues=QUEUES
+)
 
 
 @both_backends
@@ -154,6 +169,26 @@ def test_a_failed_member_fails_the_workflow_halts_the_rest_and_calls_on_error(
     [alerted] = [o for o in outcomes if o.job_type == "kitw.alert"]
     assert alerted.result == "alerted: kitw.broken failed with fatal error: the disk is full"
     assert queuey.workflow(graph_id).state == "failed", "a graph's nodes run after theirs too"
+
+
+def test_members_start_under_their_limits_on_the_clock(queuey: QueueyKit) -> None:
+    workflow_id = queuey.start_workflow(
+        group(Throttled(n=1), Throttled(n=2), Throttled(n=3)).then(step(Total(), receives="parts"))
+    )
+
+    outcomes = queuey.drain(advance_time=True)
+
+    assert [o.status.value for o in outcomes] == [
+        "succeeded",
+        "waited",
+        "waited",
+        "succeeded",
+        "succeeded",
+        "succeeded",
+    ], "one a second: two members wait their turn, then the callback"
+    assert outcomes[-1].result == 6
+    assert queuey.clock.monotonic() == pytest.approx(2.0, abs=0.005)
+    assert queuey.workflow(workflow_id).state == "succeeded"
 
 
 def test_an_unknown_workflow_is_one_clear_error(queuey: QueueyKit) -> None:

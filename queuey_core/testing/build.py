@@ -57,7 +57,6 @@ class KitParts:
     ) -> None:
         self._dir: str | None = None
         self.limits: KitLimits | None = None
-        self.flows: KitWorkflows | None = None
         if backend == "memory":
             self.backend: GatedMemoryBackend | GatedSqliteBackend = GatedMemoryBackend(clock=clock)
             state_url, flows_url = "memory:", f"sqlite:///{Path(self._scratch()) / 'flows.db'}"
@@ -67,12 +66,13 @@ class KitParts:
             state_url = flows_url = url
         else:
             raise KitError(f"unknown kit backend {backend!r}: 'memory' or 'sqlite'")
+        # Nothing is opened yet: the store connects on first use.
+        self.flows = KitWorkflows(self.backend, queues, flows_url, clock=clock)
         try:
             options = producer_options(self.backend, settings)
             self.producer = Producer(self.backend, queues, clock=clock, **options)
             job_types = [h.job_type for h in handlers]
             self.limits = kit_limits(settings, job_types, queues, state_url=state_url, clock=clock)
-            self.flows = KitWorkflows(self.backend, queues, flows_url, clock=clock)
             self.worker = Worker(
                 self.backend,
                 queues,
@@ -101,8 +101,7 @@ class KitParts:
         try:
             if self.limits is not None:
                 self.limits.close()
-            if self.flows is not None:
-                self.flows.close()
+            self.flows.close()
             self.backend.close()
         finally:
             if self._dir is not None:

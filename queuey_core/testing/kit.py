@@ -1,11 +1,11 @@
 """The testing kit: a producer, a real worker and a manual clock, stepped by the test.
 
 :class:`QueueyKit` runs a real :class:`~queuey_core.Worker` (its dispatcher, hooks, job
-timeout, retry policy, async event loop, cancels) on the in-memory backend or a SQLite
-file of its own, on a :class:`~queuey_core.ManualClock`. The only thing that differs
-from production is *when* a job runs: the backend's deliveries wait at a gate
-(:mod:`.gate`) until the test runs one (:meth:`QueueyKit.run`) or all of them
-(:meth:`QueueyKit.drain`), and time moves only when the test moves it.
+timeout, retry policy, async event loop, cancels, limits, unique keys and workflows) on
+the in-memory backend or a SQLite file of its own, on a :class:`~queuey_core.ManualClock`.
+The only thing that differs from production is *when* a job runs: the backend's
+deliveries wait at a gate (:mod:`.gate`) until the test runs one (:meth:`QueueyKit.run`)
+or all of them (:meth:`QueueyKit.drain`), and time moves only when the test moves it.
 
 Owns: stepping the worker and waiting (in real time, bounded) for what it does. Must
 never: run a handler itself, or decide an outcome: both are the worker's.
@@ -40,7 +40,7 @@ from queuey_core.testing.outcomes import (
     held_outcome,
 )
 from queuey_core.testing.setup import Consuming, handlers_from, queue_set, read_settings
-from queuey_core.testing.workflows import KitWorkflows, Startable
+from queuey_core.testing.workflows import Startable
 from queuey_core.worker import WorkerHooks
 from queuey_core.workflows import Workflows, WorkflowView
 
@@ -70,7 +70,7 @@ class QueueyKit:
         queues: the queue set; by default the queues of ``config`` (or of
             ``./queuey.toml`` or ``$QUEUEY_CONFIG`` when there is one), else a queue with
             default settings for each queue the handlers name.
-        config: a queuey.toml to take the queues from.
+        config: a queuey.toml to take the queues, ``[limits.*]`` and ``[unique.*]`` from.
         backend: ``"memory"`` (default) or ``"sqlite"``: a file of the kit's own, in
             ``path`` (a directory) or a temporary one.
         job_timeout: the worker's job timeout, on the kit's clock (a queue's own wins).
@@ -214,8 +214,12 @@ class QueueyKit:
         entry = self._ready(job)
         key = key_of(entry.envelope)
         hold = self._recorder.hold(key)
-        self.backend.gate.release(entry)
-        self._until(lambda: hold.started.is_set() or entry.settled, f"job {key[0]} to start")
+        try:
+            self.backend.gate.release(entry)
+            self._until(lambda: hold.started.is_set() or entry.settled, f"job {key[0]} to start")
+        except BaseException:  # never a handler held for ever
+            hold.go.set()
+            raise
         if not hold.started.is_set():
             self._recorder.take_hold(key)
             outcome = self._finish(entry, 0.0)
@@ -231,7 +235,7 @@ class QueueyKit:
         """Start a workflow (a :class:`~queuey_core.workflows.Workflow`, or a shape:
         ``chain(...)``, ``group(...)``, a ``Graph``) as ``Workflows.start`` does: its first
         members are enqueued; :meth:`drain` runs them and what their ends make ready."""
-        return self._workflows_kit().start(workflow)
+        return self._flows.start(workflow)
 
     def workflow(self, workflow_id: uuid.UUID | str) -> WorkflowView:
         """A workflow's state (``.state``: running, succeeded, failed, cancelled; its
@@ -240,17 +244,13 @@ class QueueyKit:
         Raises:
             KitError: no workflow of that id was started in this kit.
         """
-        return self._workflows_kit().view(workflow_id)
+        return self._flows.view(workflow_id)
 
     @property
     def workflows(self) -> Workflows:
         """The kit's :class:`~queuey_core.workflows.Workflows` (``cancel``, ``get``), its
         store in the kit; give it to code under test that starts workflows."""
-        return self._workflows_kit().workflows
-
-    def _workflows_kit(self) -> KitWorkflows:
-        assert self._flows is not None, "made with the kit's parts"
-        return self._flows
+        return self._flows.workflows
 
     def _ready(self, job: Job | Enqueued[Any] | uuid.UUID) -> Entry:
         """The entry of ``job`` (enqueued now if a job), waiting and due, handed out

@@ -78,7 +78,7 @@ class KitLimits(LimitGate):
         self._kept: dict[Key, Held] = {}
         self._busy: collections.Counter[str] = collections.Counter()
         self._parking = threading.local()
-        self._cond = threading.Condition()
+        self._kept_lock = threading.Lock()
 
     def start(self) -> None:
         """No thread: the kit's clock runs the heartbeat (:meth:`LimitGate.sweep`)."""
@@ -95,15 +95,17 @@ class KitLimits(LimitGate):
         if answer.verdict is Verdict.WAIT:
             # As the dispatcher reckons the deferral's delay.
             delay = max(0.001, (answer.until_ms - self.clock.wall_ms()) / 1000)
-            name = answer.limit or "(its booked start)"
-            self._keep(
-                key, Held(False, answer.limit, f"waited on limit {name} for {delay:g}s", delay)
+            reason = (
+                f"waited on limit {answer.limit} for {delay:g}s"
+                if answer.limit  # else it came back before the start it had booked
+                else f"waited for its booked start, {delay:g}s away"
             )
+            self._keep(key, Held(False, answer.limit, reason, delay))
         elif answer.verdict is Verdict.PARKED:
             reason = f"parked behind concurrency limit {answer.limit}"
             self._keep(key, Held(True, answer.limit, reason, 0.0))
         if answer.verdict is not Verdict.WAIT:  # a give-back or a let-go publish follows
-            with self._cond:
+            with self._kept_lock:
                 self._busy[str(envelope.job_id)] += 1
             if answer.verdict is Verdict.PARKED:
                 self._parking.job_id = str(envelope.job_id)
@@ -129,28 +131,22 @@ class KitLimits(LimitGate):
     def take_held(self, key: Key) -> Held | None:
         """What the gate told the attempt ``key`` if it did not let it start (taken:
         the same attempt let go later asks again)."""
-        with self._cond:
+        with self._kept_lock:
             return self._kept.pop(key, None)
 
     def settling(self, job_id: str) -> bool:
         """Whether the job still has its park's let-go publish or its give-back to do."""
-        with self._cond:
+        with self._kept_lock:
             return self._busy[job_id] > 0
 
-    def wait(self, timeout: float) -> None:
-        """Block until a job is done, or ``timeout`` real seconds pass."""
-        with self._cond:
-            self._cond.wait(timeout)
-
     def _keep(self, key: Key, held: Held) -> None:
-        with self._cond:
+        with self._kept_lock:
             self._kept[key] = held
 
     def _done(self, job_id: str) -> None:
-        with self._cond:
+        with self._kept_lock:
             if self._busy[job_id] > 0:
                 self._busy[job_id] -= 1
-            self._cond.notify_all()
 
 
 def kit_limits(

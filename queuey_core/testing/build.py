@@ -72,7 +72,14 @@ class KitParts:
             options = producer_options(self.backend, settings)
             self.producer = Producer(self.backend, queues, clock=clock, **options)
             job_types = [h.job_type for h in handlers]
-            self.limits = kit_limits(settings, job_types, queues, state_url=state_url, clock=clock)
+            self.limits = kit_limits(
+                settings,
+                job_types,
+                queues,
+                state_url=state_url,
+                clock=clock,
+                done=self.backend.gate.poke,
+            )
             self.worker = Worker(
                 self.backend,
                 queues,

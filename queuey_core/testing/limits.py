@@ -73,8 +73,9 @@ class KitClock(ManualClock):
 class KitLimits(LimitGate):
     """The worker's :class:`LimitGate`, as the kit runs it (see the module docstring)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, done: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._on_done = done  # wakes the kit, which waits for a job's follow-up
         self._kept: dict[Key, Held] = {}
         self._busy: collections.Counter[str] = collections.Counter()
         self._parking = threading.local()
@@ -147,6 +148,7 @@ class KitLimits(LimitGate):
         with self._kept_lock:
             if self._busy[job_id] > 0:
                 self._busy[job_id] -= 1
+        self._on_done()
 
 
 def kit_limits(
@@ -156,9 +158,11 @@ def kit_limits(
     *,
     state_url: str,
     clock: KitClock,
+    done: Callable[[], None],
 ) -> KitLimits | None:
     """The kit's gate for the limits ``settings`` and ``job_types`` declare, its state
     at ``state_url`` (``memory:`` or the kit's file); None when there are none.
+    ``done`` is called each time a job's follow-up after its settle is done.
 
     Raises:
         ConfigError: a limit that cannot work, or names a job type or queue the kit
@@ -168,6 +172,6 @@ def kit_limits(
     if not book:
         return None
     book.check_known((job.NAME for job in job_types), queues)
-    gate = KitLimits(book, limit_state_for(state_url, book), clock=clock)
+    gate = KitLimits(book, limit_state_for(state_url, book), clock=clock, done=done)
     clock.follow(gate.sweep)
     return gate

@@ -57,15 +57,11 @@ class KitParts:
     ) -> None:
         self._dir: str | None = None
         self.limits: KitLimits | None = None
-        if backend == "memory":
-            self.backend: GatedMemoryBackend | GatedSqliteBackend = GatedMemoryBackend(clock=clock)
-            state_url, flows_url = "memory:", f"sqlite:///{Path(self._scratch()) / 'flows.db'}"
-        elif backend == "sqlite":
-            url = f"sqlite:///{Path(path or self._scratch()) / 'queuey.db'}"
-            self.backend = GatedSqliteBackend(url, clock=clock)
-            state_url = flows_url = url
-        else:
-            raise KitError(f"unknown kit backend {backend!r}: 'memory' or 'sqlite'")
+        try:
+            self.backend, state_url, flows_url = self._open(backend, path, clock)
+        except BaseException:  # a file that cannot be made: no directory left behind
+            self._remove_dir()
+            raise
         # Nothing is opened yet: the store connects on first use.
         self.flows = KitWorkflows(self.backend, queues, flows_url, clock=clock)
         try:
@@ -98,6 +94,22 @@ class KitParts:
             self.close()
             raise
 
+    def _open(
+        self, backend: BackendName, path: str | Path | None, clock: KitClock
+    ) -> tuple[GatedMemoryBackend | GatedSqliteBackend, str, str]:
+        """The gated backend, where its limits' state lives and where its workflows do."""
+        if backend == "memory":
+            flows_url = f"sqlite:///{Path(self._scratch()) / 'flows.db'}"
+            return GatedMemoryBackend(clock=clock), "memory:", flows_url
+        if backend == "sqlite":
+            url = f"sqlite:///{Path(path or self._scratch()) / 'queuey.db'}"
+            return GatedSqliteBackend(url, clock=clock), url, url
+        raise KitError(f"unknown kit backend {backend!r}: 'memory' or 'sqlite'")
+
+    def _remove_dir(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
     def _scratch(self) -> str:
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="queuey-kit-")
@@ -111,5 +123,4 @@ class KitParts:
             self.flows.close()
             self.backend.close()
         finally:
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
+            self._remove_dir()

@@ -15,7 +15,10 @@ own); jobs wait until the test runs them. The ``queuey`` fixture (the pytest plu
 docs/testing-your-handlers.md.
 
 Modules: :mod:`.kit` (the kit), :mod:`.gate` (the backends with a gate before the
-worker), :mod:`.setup` (handlers and queues from the kit's arguments), :mod:`.outcomes`
+worker), :mod:`.setup` (handlers, queues and settings from the kit's arguments),
+:mod:`.build` (the backend, producer, limits, workflows and worker, opened together),
+:mod:`.limits` (the worker's limits' gate, its heartbeat on the kit's clock),
+:mod:`.workflows` (workflows with their store in the kit), :mod:`.outcomes`
 (:class:`JobOutcome`, and how the worker's hooks tell it).
 Must never: be imported by queuey itself outside tests (nothing in a worker needs it).
 """
@@ -23,7 +26,7 @@ Must never: be imported by queuey itself outside tests (nothing in a worker need
 from __future__ import annotations
 
 from queuey_core.errors import KitError
-from queuey_core.testing.kit import Enqueued, QueueyKit
-from queuey_core.testing.outcomes import JobOutcome, Status
+from queuey_core.testing.kit import QueueyKit
+from queuey_core.testing.outcomes import Enqueued, JobOutcome, Running, Status
 
-__all__ = ["Enqueued", "JobOutcome", "KitError", "QueueyKit", "Status"]
+__all__ = ["Enqueued", "JobOutcome", "KitError", "QueueyKit", "Running", "Status"]

@@ -1,11 +1,11 @@
 """The testing kit: a producer, a real worker and a manual clock, stepped by the test.
 
 :class:`QueueyKit` runs a real :class:`~queuey_core.Worker` (its dispatcher, hooks, job
-timeout, retry policy, async event loop, cancels) on the in-memory backend or a SQLite
-file of its own, on a :class:`~queuey_core.ManualClock`. The only thing that differs
-from production is *when* a job runs: the backend's deliveries wait at a gate
-(:mod:`.gate`) until the test runs one (:meth:`QueueyKit.run`) or all of them
-(:meth:`QueueyKit.drain`), and time moves only when the test moves it.
+timeout, retry policy, async event loop, cancels, limits, unique keys and workflows) on
+the in-memory backend or a SQLite file of its own, on a :class:`~queuey_core.ManualClock`.
+The only thing that differs from production is *when* a job runs: the backend's
+deliveries wait at a gate (:mod:`.gate`) until the test runs one (:meth:`QueueyKit.run`)
+or all of them (:meth:`QueueyKit.drain`), and time moves only when the test moves it.
 
 Owns: stepping the worker and waiting (in real time, bounded) for what it does. Must
 never: run a handler itself, or decide an outcome: both are the worker's.
@@ -13,34 +13,36 @@ never: run a handler itself, or decide an outcome: both are the worker's.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, TypeVar
 
 from queuey_core.backends.capabilities import SupportsCancellation, require
-from queuey_core.clock import ManualClock
-from queuey_core.envelope import Envelope
 from queuey_core.errors import KitError
 from queuey_core.handlers import JobHandler, discover
 from queuey_core.jobs import Job
-from queuey_core.producer import Producer
 from queuey_core.queues import QueueConfig, QueueSet
-from queuey_core.testing.gate import (
-    Entry,
-    GatedMemoryBackend,
-    GatedSqliteBackend,
-    Key,
-    key_of,
+from queuey_core.settings import Settings
+from queuey_core.testing.build import BackendName, KitParts
+from queuey_core.testing.gate import Entry, Key, key_of
+from queuey_core.testing.limits import KitClock
+from queuey_core.testing.outcomes import (
+    SIGNALS,
+    Enqueued,
+    JobOutcome,
+    OutcomeRecorder,
+    Running,
+    catching,
+    held_outcome,
 )
-from queuey_core.testing.outcomes import SIGNALS, JobOutcome, OutcomeRecorder, catching
-from queuey_core.testing.setup import Consuming, handlers_from, queue_set
-from queuey_core.worker import Worker, WorkerHooks
+from queuey_core.testing.setup import Consuming, handlers_from, queue_set, read_settings
+from queuey_core.testing.workflows import Startable
+from queuey_core.worker import WorkerHooks
+from queuey_core.workflows import Workflows, WorkflowView
 
 J = TypeVar("J", bound=Job)
 
@@ -58,26 +60,6 @@ MS_ROUNDING = 0.0015
 #: Jobs :meth:`QueueyKit.drain` runs before it decides the queues never empty.
 DEFAULT_MAX_JOBS = 1000
 
-BackendName = Literal["memory", "sqlite"]
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueued(Generic[J]):
-    """A job waiting to run: its typed job, and what its envelope says.
-
-    ``delay`` is the seconds of clock time until it is due (0 when it is ready): a delayed
-    enqueue, a retry's backoff or a deferral.
-    """
-
-    job: J
-    job_id: uuid.UUID
-    queue: str
-    priority: int
-    attempt: int
-    deferrals: int
-    delay: float
-    envelope: Envelope
-
 
 class QueueyKit:
     """Jobs enqueued, run and inspected inside one test.
@@ -88,7 +70,7 @@ class QueueyKit:
         queues: the queue set; by default the queues of ``config`` (or of
             ``./queuey.toml`` or ``$QUEUEY_CONFIG`` when there is one), else a queue with
             default settings for each queue the handlers name.
-        config: a queuey.toml to take the queues from.
+        config: a queuey.toml to take the queues, ``[limits.*]`` and ``[unique.*]`` from.
         backend: ``"memory"`` (default) or ``"sqlite"``: a file of the kit's own, in
             ``path`` (a directory) or a temporary one.
         job_timeout: the worker's job timeout, on the kit's clock (a queue's own wins).
@@ -117,36 +99,42 @@ class QueueyKit:
         found: list[JobHandler] = (
             [d.handler for d in discover()] if handlers is None else handlers_from(handlers)
         )
-        self.queues = queue_set(queues, config, found)
-        self.clock = ManualClock()
+        settings = read_settings(config)
+        self.queues = queue_set(queues, settings, found)
+        self.clock = KitClock()
         self.raise_errors = raise_errors
         self._wait = wait
-        self._dir: str | None = None
-        self.backend: GatedMemoryBackend | GatedSqliteBackend = self._open(backend, path)
-        self.producer = Producer(self.backend, self.queues, clock=self.clock)
         self._recorder = OutcomeRecorder()
         self._consuming = threading.Event()
         self.outcomes: list[JobOutcome] = []
         """Every outcome :meth:`run` and :meth:`drain` returned, in order."""
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._serve, name="queuey-kit-worker", daemon=True)
+        consuming = Consuming(self._consuming)
+        self._parts = parts = KitParts(
+            backend,
+            path,
+            settings=settings or Settings(),
+            queues=self.queues,
+            handlers=found,
+            run=[catching(h, self._recorder) for h in found],
+            clock=self.clock,
+            hooks=[self._recorder, consuming, *hooks],
+            job_timeout=job_timeout,
+        )
+        self.backend = parts.backend
+        self.producer = parts.producer
+        self.worker = parts.worker
+        self.limits = parts.limits
+        """The limits' gate (a :class:`~queuey_core.flow.limit_gate.LimitGate`) when the
+        config or the job types declare limits, else None: its ``key_counts()`` say what
+        runs, is reserved and is parked per limit and key."""
+        self._flows = parts.flows
+        consuming.gate = parts.backend.gate
         try:
-            self.worker = Worker(
-                self.backend,
-                self.queues,
-                [catching(h, self._recorder) for h in found],
-                # Jobs run one at a time (the gate releases one); the others are for
-                # threads a timed-out job still holds.
-                concurrency=4,
-                job_timeout=job_timeout,
-                clock=self.clock,
-                hooks=[self._recorder, Consuming(self._consuming, self.backend.gate), *hooks],
-                control=False,
-                loop_block_warning=None,
-            )
             self._thread.start()
             self._until(self._consuming.is_set, "the worker to start consuming")
-        except BaseException:  # a handler on an unknown queue, say: no file left behind
+        except BaseException:
             self.close()
             raise
 
@@ -210,6 +198,63 @@ class QueueyKit:
                 passed, or the worker did not finish it in ``wait`` real seconds.
             Exception: what the handler raised, with ``raise_errors``.
         """
+        return self._run(self._ready(job), elapse)
+
+    @contextlib.contextmanager
+    def running(self, job: Job | Enqueued[Any] | uuid.UUID) -> Iterator[Running]:
+        """Start one job and hold its handler at its start while the ``with`` block runs
+        (what the test runs meanwhile runs beside it: a second job of a concurrency
+        limit's key, a duplicate of a job that is running); the handler goes on when the
+        block ends, and the :class:`Running` it gives has the outcome then.
+
+        Raises:
+            KitError: as :meth:`run`, or the job did not start (a limit held it: the
+                message says how).
+        """
+        entry = self._ready(job)
+        key = key_of(entry.envelope)
+        hold = self._recorder.hold(key)
+        try:
+            self.backend.gate.release(entry)
+            self._until(lambda: hold.started.is_set() or entry.settled, f"job {key[0]} to start")
+        except BaseException:  # never a handler held for ever
+            hold.go.set()
+            raise
+        if not hold.started.is_set():
+            self._recorder.take_hold(key)
+            outcome = self._finish(entry, 0.0)
+            raise KitError(f"job {key[0]} did not start: {outcome.reason or outcome.status}")
+        held = Running(key[0])
+        try:
+            yield held
+        finally:
+            hold.go.set()
+            held.outcome = self._finish(entry, 0.0)
+
+    def start_workflow(self, workflow: Startable) -> uuid.UUID:
+        """Start a workflow (a :class:`~queuey_core.workflows.Workflow`, or a shape:
+        ``chain(...)``, ``group(...)``, a ``Graph``) as ``Workflows.start`` does: its first
+        members are enqueued; :meth:`drain` runs them and what their ends make ready."""
+        return self._flows.start(workflow)
+
+    def workflow(self, workflow_id: uuid.UUID | str) -> WorkflowView:
+        """A workflow's state (``.state``: running, succeeded, failed, cancelled; its
+        ``.error``) and each member's (``.nodes``: job type, state, result, error).
+
+        Raises:
+            KitError: no workflow of that id was started in this kit.
+        """
+        return self._flows.view(workflow_id)
+
+    @property
+    def workflows(self) -> Workflows:
+        """The kit's :class:`~queuey_core.workflows.Workflows` (``cancel``, ``get``), its
+        store in the kit; give it to code under test that starts workflows."""
+        return self._flows.workflows
+
+    def _ready(self, job: Job | Enqueued[Any] | uuid.UUID) -> Entry:
+        """The entry of ``job`` (enqueued now if a job), waiting and due, handed out
+        by the backend."""
         if isinstance(job, Job):
             key: Key = (self.enqueue(job), 1, 0)
         elif isinstance(job, Enqueued):
@@ -229,7 +274,7 @@ class QueueyKit:
         # Within the SQLite file's rounding of a delay to whole milliseconds: move on.
         self.clock.advance(timing.step_to(entry.due))
         self._until(lambda: entry.delivery is not None, f"job {key[0]} to reach the worker")
-        return self._run(entry, elapse)
+        return entry
 
     def drain(
         self, *, advance_time: bool = False, max_jobs: int = DEFAULT_MAX_JOBS
@@ -268,11 +313,7 @@ class QueueyKit:
         if self._thread.is_alive():  # (the worker exists: the thread started after it)
             self.worker.handle.shutdown()
             self._thread.join(self._wait)
-        try:
-            self.backend.close()
-        finally:
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
+        self._parts.close()
 
     def __enter__(self) -> QueueyKit:
         return self
@@ -281,20 +322,6 @@ class QueueyKit:
         self.close()
 
     # -- internals -------------------------------------------------------------------
-
-    def _open(
-        self, backend: BackendName, path: str | Path | None
-    ) -> GatedMemoryBackend | GatedSqliteBackend:
-        if backend == "memory":
-            opened: GatedMemoryBackend | GatedSqliteBackend = GatedMemoryBackend(clock=self.clock)
-        elif backend == "sqlite":
-            if path is None:
-                self._dir = tempfile.mkdtemp(prefix="queuey-kit-")
-                path = self._dir
-            opened = GatedSqliteBackend(f"sqlite:///{Path(path) / 'queuey.db'}", clock=self.clock)
-        else:
-            raise KitError(f"unknown kit backend {backend!r}: 'memory' or 'sqlite'")
-        return opened
 
     def _serve(self) -> None:
         try:
@@ -310,9 +337,15 @@ class QueueyKit:
 
     def _run(self, entry: Entry, elapse: float) -> JobOutcome:
         __tracebackhide__ = True  # pytest: a handler's error shows from the test to it
+        self.backend.gate.release(entry)
+        return self._finish(entry, elapse)
+
+    def _finish(self, entry: Entry, elapse: float) -> JobOutcome:
+        """Wait for the worker to settle ``entry`` (letting ``elapse`` clock seconds
+        pass meanwhile), and for what follows a limited job's settle; its outcome."""
+        __tracebackhide__ = True
         key = key_of(entry.envelope)
         gate = self.backend.gate
-        gate.release(entry)
         left = elapse
         step = max(ELAPSE_STEP, elapse / ELAPSE_STEPS)
         deadline = time.monotonic() + self._wait
@@ -330,9 +363,16 @@ class QueueyKit:
                 gate.wait(0.001)
             else:
                 gate.wait(0.05)
-        outcome = self._recorder.outcome(key)
+        limits = self.limits
+        held = limits.take_held(key) if limits is not None else None
+        outcome = held_outcome(entry.envelope, held) if held else self._recorder.outcome(key)
         if outcome is None:  # settled with no job event: a bug of the kit's
             raise KitError(f"job {key[0]} was settled but the worker told no outcome")
+        if limits is not None and not outcome.timed_out:
+            # A park's let-go publish, a run's give-back: after the settle, before the
+            # next look. (A timed-out thread that never returns keeps its slot, as ever.)
+            job_id = str(key[0])
+            self._until(lambda: not limits.settling(job_id), f"job {key[0]}'s limits")
         self.outcomes.append(outcome)
         error = outcome.error
         if self.raise_errors and isinstance(error, Exception) and not isinstance(error, SIGNALS):

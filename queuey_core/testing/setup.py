@@ -14,26 +14,36 @@ from pathlib import Path
 from queuey_core.errors import KitError
 from queuey_core.handlers import Handler, JobHandler
 from queuey_core.queues import QueueConfig, QueueSet
+from queuey_core.settings import Settings, find_config, load_settings
 from queuey_core.testing.gate import GateState
 from queuey_core.worker import WorkerHooks
 from queuey_core.worker.hooks import RunningWorker
 
 
+def read_settings(config: str | Path | None) -> Settings | None:
+    """The settings of ``config`` (or of ./queuey.toml or ``$QUEUEY_CONFIG``), if there
+    is one to read.
+
+    Raises:
+        ConfigError: a config that cannot be read (one line).
+    """
+    if config is not None or find_config(None):
+        return load_settings(config)[0]
+    return None
+
+
 def queue_set(
     queues: QueueSet | Iterable[QueueConfig] | None,
-    config: str | Path | None,
+    settings: Settings | None,
     handlers: list[JobHandler],
 ) -> QueueSet:
-    """The kit's queue set: ``queues``, else ``config``'s (or ./queuey.toml's), else a
-    queue with default settings for each queue the handlers name."""
+    """The kit's queue set: ``queues``, else the config's (``settings``), else a queue
+    with default settings for each queue the handlers name."""
     if isinstance(queues, QueueSet):
         return queues
     if queues is not None:
         return QueueSet(queues)
-    from queuey_core.settings import find_config, load_settings  # noqa: PLC0415
-
-    if config is not None or find_config(None):
-        settings, _ = load_settings(config)
+    if settings is not None:
         return settings.queue_set()
     names = sorted({h.job_type.QUEUE for h in handlers})
     if not names:
@@ -59,13 +69,15 @@ def handlers_from(items: Iterable[object]) -> list[JobHandler]:
 
 
 class Consuming(WorkerHooks):
-    """Sets ``event`` once the worker consumes (the kit waits for it before a test runs)."""
+    """Sets ``event`` once the worker consumes (the kit waits for it before a test runs),
+    and wakes whoever waits at ``gate`` (set once the backend is open)."""
 
-    def __init__(self, event: threading.Event, gate: GateState) -> None:
+    def __init__(self, event: threading.Event) -> None:
         self._event = event
-        self._gate = gate
+        self.gate: GateState | None = None
 
     def on_worker_consuming(self, worker: RunningWorker) -> None:
         """See :meth:`WorkerHooks.on_worker_consuming`."""
         self._event.set()
-        self._gate.poke()
+        if self.gate is not None:
+            self.gate.poke()

@@ -40,6 +40,7 @@ from queuey_core.flow.limit_state import (
     LimitState,
     Verdict,
 )
+from queuey_core.flow.parked_body import parked_body, parked_envelope
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class LimitGate:
                 queue=envelope.queue,
                 priority=envelope.priority,
                 enqueued_at=envelope.enqueued_at,
-                body=envelope.encode,
+                body=lambda: parked_body(envelope),
             )
         except QueueyError:
             self.counts.store_errors += 1
@@ -133,7 +134,7 @@ class LimitGate:
             if self._publish is None:
                 break
             try:
-                self._publish(Envelope.decode(item.body))
+                self._publish(parked_envelope(item.body))
             except QueueyError as exc:
                 logger.warning(
                     "could not publish a parked job let go (published again later): %s",

@@ -24,7 +24,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from queuey_core.clock import Clock
@@ -48,15 +48,36 @@ logger = logging.getLogger(__name__)
 STORE_DOWN_DELAY = 5.0
 
 
+#: What the gate counts per limit: a job asking was admitted, told to wait for its rate
+#: (deferred), or parked behind a concurrency limit; a parked job was let go.
+EVENTS = ("admitted", "waited", "parked", "let_go")
+
+
 @dataclass
 class GateCounts:
-    """What the gate did, for metrics and tests."""
+    """What the gate did, for metrics and tests: in all, and per limit name
+    (``by_limit[name][event]``, an event of :data:`EVENTS`).
+
+    A job bound by several limits counts once in all and once under each limit its
+    answer concerns: an admission under every one, a wait under its rate limits, a park
+    under the concurrency limit that was full. ``store_errors`` counts every call to
+    the store that failed (asks, give-backs, heartbeats), in all only.
+    """
 
     admitted: int = 0
     waited: int = 0
     parked: int = 0
     let_go: int = 0
     store_errors: int = 0
+    by_limit: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, event: str, limits: Iterable[str], n: int = 1) -> None:
+        """Count ``n`` of ``event`` in all and under each of ``limits`` (the caller
+        holds the gate's lock)."""
+        setattr(self, event, getattr(self, event) + n)
+        for name in limits:
+            per = self.by_limit.setdefault(name, dict.fromkeys(EVENTS, 0))
+            per[event] += n
 
 
 class LimitGate:
@@ -103,15 +124,28 @@ class LimitGate:
                 body=lambda: parked_body(envelope),
             )
         except QueueyError:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             raise
         if answer.verdict is Verdict.ADMITTED:
-            self.counts.admitted += 1
+            self._count("admitted", (c.spec.name for c in claims))
         elif answer.verdict is Verdict.WAIT:
-            self.counts.waited += 1
+            named = answer.limit.split(",") if answer.limit else None
+            self._count("waited", named or (c.spec.name for c in claims if c.spec.rate))
         else:
-            self.counts.parked += 1
+            named = [answer.limit] if answer.limit else None
+            self._count("parked", named or (c.spec.name for c in claims if c.spec.concurrency))
         return answer
+
+    def _count(self, event: str, limits: Iterable[str], n: int = 1) -> None:
+        with self._lock:
+            self.counts.add(event, limits, n)
+
+    def counted(self) -> GateCounts:
+        """A copy of the counts, consistent at one instant (for a scrape)."""
+        with self._lock:
+            by_limit = {name: dict(per) for name, per in self.counts.by_limit.items()}
+            c = self.counts
+            return GateCounts(c.admitted, c.waited, c.parked, c.let_go, c.store_errors, by_limit)
 
     def release(self, job_id: str) -> None:
         """Give back the slots of ``job_id`` (after its settle) and publish the parked
@@ -119,7 +153,7 @@ class LimitGate:
         try:
             let_go = self.state.release(job_id, now_ms=self.clock.wall_ms())
         except QueueyError as exc:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             logger.warning("could not give back a limit's slot (retried): %s", exc)
             with self._lock:
                 self._unreleased.add(job_id)
@@ -129,7 +163,7 @@ class LimitGate:
     def publish_let_go(self, let_go: Iterable[LetGo]) -> None:
         """Publish parked jobs let go, then forget them (publish first: a crash in
         between publishes again, never loses)."""
-        published: list[str] = []
+        published: list[LetGo] = []
         for item in let_go:
             if self._publish is None:
                 break
@@ -142,11 +176,12 @@ class LimitGate:
                     extra={"job_id": item.job_id, "queue": item.queue},
                 )
                 continue
-            published.append(item.job_id)
+            published.append(item)
         if published:
-            self.counts.let_go += len(published)
+            for item in published:
+                self._count("let_go", [item.limit] if item.limit else ())
             try:
-                self.state.forget(published)
+                self.state.forget([item.job_id for item in published])
             except QueueyError as exc:
                 logger.warning("could not forget parked jobs let go: %s", exc)
 
@@ -160,7 +195,7 @@ class LimitGate:
         try:
             let_go = self.state.sweep(self.holder, now_ms=self.clock.wall_ms())
         except QueueyError as exc:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             logger.warning("limits' heartbeat could not reach its store: %s", exc)
             return
         self.publish_let_go(let_go)

@@ -92,6 +92,7 @@ class LetGo:
     job_id: str
     queue: str
     body: bytes
+    limit: str = ""  # the concurrency limit it was parked behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +171,7 @@ class LimitState:
             "expired": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_slots "
             "WHERE expires < ?",
             "drop_expired": f"DELETE FROM {p}queuey_limit_slots WHERE expires < ?",
-            "stale": f"SELECT job_id, queue, body FROM {p}queuey_limit_parked "
+            "stale": f"SELECT job_id, queue, body, limit_name FROM {p}queuey_limit_parked "
             "WHERE released_at IS NOT NULL AND released_at < ?",
             "waiting_keys": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL",
@@ -285,7 +286,7 @@ class LimitState:
             for job_id, queue, body in self._run(execute, "next_parked", name, key, free):
                 self._run(execute, "take", name, key, job_id, "", now + RELEASE_HOLD_MS)
                 self._run(execute, "let_go", now, job_id)
-                out.append(LetGo(job_id, queue, bytes(body)))
+                out.append(LetGo(job_id, queue, bytes(body), name))
         return tuple(out)
 
     def forget(self, job_ids: Iterable[str]) -> None:
@@ -310,7 +311,7 @@ class LimitState:
             let_go = self._let_go(execute, [*expired, *waiting], now_ms)
             run("old_tats", now_ms, now_ms)
             run("old_reservations", now_ms - RESERVATION_KEPT_MS)
-        return (*let_go, *(LetGo(r[0], r[1], bytes(r[2])) for r in stale))
+        return (*let_go, *(LetGo(r[0], r[1], bytes(r[2]), r[3]) for r in stale))
 
     def counts(self, *, now_ms: int) -> list[KeyCount]:
         """Every limit and key with anything running, reserved, parked or rated."""

@@ -16,7 +16,7 @@ from queuey_core.handlers import Handler, JobHandler
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.testing.gate import GateState
 from queuey_core.worker import WorkerHooks
-from queuey_core.worker.hooks import RunningWorker
+from queuey_core.worker.running import RunningWorker
 
 
 def queue_set(

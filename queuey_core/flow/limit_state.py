@@ -183,6 +183,8 @@ class LimitState:
             "count_parked": f"SELECT limit_name, key, COUNT(*) FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL GROUP BY limit_name, key",
             "all_tats": f"SELECT limit_name, key, tat, book FROM {p}queuey_limit_rates",
+            "count_parked_queues": f"SELECT queue, limit_name, COUNT(*) "
+            f"FROM {p}queuey_limit_parked WHERE released_at IS NULL GROUP BY queue, limit_name",
         }
         return {name: text.replace("?", ph) for name, text in s.items()}
 
@@ -330,6 +332,12 @@ class LimitState:
                 due = max(now_ms, int(tat - _cell(spec).tolerance), int(book or 0))
                 table.setdefault((name, key), {})["next_due_ms"] = due
         return [KeyCount(name, key, **values) for (name, key), values in sorted(table.items())]
+
+    def parked_by_queue(self) -> dict[tuple[str, str], int]:
+        """Jobs parked now, by (queue, limit): what a limit holds out of each queue."""
+        with self._c.transaction() as execute:
+            rows = self._run(execute, "count_parked_queues")
+        return {(queue, name): int(n) for queue, name, n in rows}
 
     def close(self) -> None:
         """Close the store's connections."""

@@ -32,6 +32,7 @@ from queuey_core.envelope import Envelope
 from queuey_core.errors import QueueyError
 from queuey_core.flow.limit_spec import LimitBook, LimitSpec, key_of
 from queuey_core.flow.limit_state import (
+    SLOT_LEASE_MS,
     SWEEP_EVERY_MS,
     Admission,
     Claim,
@@ -59,7 +60,8 @@ class GateCounts:
     (``by_limit[name][event]``, an event of :data:`EVENTS`).
 
     A job bound by several limits counts once in all and once under each limit its
-    answer concerns: an admission under every one, a wait under its rate limits, a park
+    answer concerns: an admission under every one, a wait under its rate limits (or,
+    for a copy of a job still running, under its concurrency limits), a park
     under the concurrency limit that was full. ``store_errors`` counts every call to
     the store that failed (asks, give-backs, heartbeats), in all only.
     """
@@ -92,6 +94,8 @@ class LimitGate:
         self.counts = GateCounts()
         self._publish: Callable[[Envelope], None] | None = None
         self._unreleased: set[str] = set()
+        #: Jobs admitted here and not given back yet: running in this worker.
+        self._running: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -112,9 +116,19 @@ class LimitGate:
             LimitStateError: the store cannot be reached (the caller fails closed).
         """
         claims = tuple(Claim(spec, key_of(spec, job)) for spec in specs)
+        job_id = str(envelope.job_id)
+        with self._lock:
+            here = job_id in self._running
+        if here:  # a copy of a job this worker runs (delivered again after a reconnect)
+            names = [c.spec.name for c in claims if c.spec.concurrency is not None]
+            if names:
+                self._count("waited", names)
+                return Admission(
+                    Verdict.WAIT, until_ms=self.clock.wall_ms() + SLOT_LEASE_MS, limit=names[0]
+                )
         try:
             answer = self.state.acquire(
-                str(envelope.job_id),
+                job_id,
                 claims,
                 holder=self.holder,
                 now_ms=self.clock.wall_ms(),
@@ -127,6 +141,8 @@ class LimitGate:
             self._count("store_errors", ())
             raise
         if answer.verdict is Verdict.ADMITTED:
+            with self._lock:
+                self._running.add(job_id)
             self._count("admitted", (c.spec.name for c in claims))
         elif answer.verdict is Verdict.WAIT:
             named = answer.limit.split(",") if answer.limit else None
@@ -150,6 +166,8 @@ class LimitGate:
     def release(self, job_id: str) -> None:
         """Give back the slots of ``job_id`` (after its settle) and publish the parked
         jobs that lets go; a store that fails is tried again by the heartbeat."""
+        with self._lock:
+            self._running.discard(job_id)
         try:
             let_go = self.state.release(job_id, now_ms=self.clock.wall_ms())
         except QueueyError as exc:

@@ -1,7 +1,8 @@
 """The metrics of rate and concurrency limits, read from a worker's gate when scraped.
 
-``queuey_limit_jobs_total{limit, event}``: jobs of a limit admitted, told to wait for
-their rate (``waited``: booked and deferred), parked behind a full concurrency limit,
+``queuey_limit_jobs_total{limit, event}``: jobs of a limit admitted, deferred
+(``waited``: booked under a rate, or a copy of a job still running until that run ends),
+parked behind a full concurrency limit,
 and parked jobs let go; ``queuey_limit_store_errors_total``: calls to the limits' store
 that failed (the jobs they concerned waited: fail closed). Every declared limit has its
 four series from the start, at 0, so that a rate over them is defined.
@@ -28,8 +29,9 @@ class LimitFamilies:
         self.jobs = CounterMetricFamily(
             "queuey_limit_jobs",
             "Jobs of each limit by event: admitted, waited (deferred until their rate "
-            "allows), parked (behind a full concurrency limit), let_go (parked, then "
-            "published again when a slot freed).",
+            "allows, or a copy of a running job until that run ends), parked (behind a "
+            "full concurrency limit), let_go (parked, then published again when a slot "
+            "freed).",
             labels=["limit", "event"],
         )
         self.store_errors = CounterMetricFamily(

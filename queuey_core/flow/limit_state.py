@@ -9,6 +9,9 @@ A job asks once, after its payload is decoded:
 
 * it was parked and not yet let go: it is a second delivery of a parked job (a crash
   between the park and the ack), and is only acked (``PARKED``);
+* it holds a slot that another live worker holds for it: that worker still runs it (it
+  lost the broker, which delivered the job again), and this copy waits until the slot's
+  lease would run out (it takes the slot over then, or after that run gave it back);
 * it holds a rate reservation not yet due: it came back early, and waits for it again;
 * a concurrency limit of its key is full (a slot reserved for this job counts as its
   own): it is *parked* (its envelope kept here, ordered by priority then arrival) and
@@ -148,6 +151,8 @@ class LimitState:
             "ON CONFLICT (job_id) DO UPDATE SET at_ms = excluded.at_ms",
             "holders": f"SELECT job_id FROM {p}queuey_limit_slots WHERE limit_name = ? AND key = ?",
             "own_slots": f"SELECT limit_name, key FROM {p}queuey_limit_slots WHERE job_id = ?",
+            "own_slot": f"SELECT holder, expires FROM {p}queuey_limit_slots "
+            "WHERE limit_name = ? AND job_id = ?",
             "free_own": f"DELETE FROM {p}queuey_limit_slots WHERE job_id = ?",
             "take": f"INSERT INTO {p}queuey_limit_slots "
             "(limit_name, key, job_id, holder, expires) VALUES (?, ?, ?, ?, ?) "
@@ -227,7 +232,14 @@ class LimitState:
             if limit is None:
                 continue
             holders = [row[0] for row in run("holders", claim.spec.name, claim.key)]
-            if job.job_id not in holders and len(holders) >= limit:
+            if job.job_id in holders:
+                owner, expires = run("own_slot", claim.spec.name, job.job_id)[0]
+                if owner not in ("", holder) and expires > now:
+                    # Another live worker runs this job (it lost the broker, which
+                    # delivered the job again): this copy waits for that run to end, or
+                    # for its lease to run out if that worker died, never runs beside it.
+                    return Admission(Verdict.WAIT, until_ms=int(expires), limit=claim.spec.name)
+            elif len(holders) >= limit:
                 # Waits for this one: a slot reserved for it under another is given back.
                 freed = run("own_slots", job.job_id)
                 run("free_own", job.job_id)

@@ -1,8 +1,9 @@
 """A broker outage with limits in force, on a node of our own (tests/integration/own_node.py):
 a rate and a concurrency limit per key, their state in a SQLite store, the broker stopped
-and started again while limited jobs run, park and wait. The books: no job lost, none
-admitted outside its rate, never two of a key running at once, every slot given back
-(docs/flow-control.md, "Where the state lives").
+and started again while limited jobs run, park and wait, one of them running through the
+whole outage. The books: no job lost, none admitted outside its rate, never two of a key
+running at once (not even the broker's copy of the job that ran through the outage),
+every slot given back (docs/flow-control.md, "Where the state lives").
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ QNAME = "flow.outage"
 QUEUES = QueueSet([QueueConfig(QNAME, prefetch=4)])
 RATE, BURST = 5, 1
 JOBS, ACCOUNTS = 24, 3
+#: The account of the one job that runs through the whole outage.
+LONG = "long"
 
 own_node = own_node_module.own_node
 
@@ -117,6 +120,13 @@ def test_a_broker_restarted_under_limited_jobs_loses_none_and_gives_every_slot_b
 
     def charge(job: Charge, ctx: JobContext) -> None:
         books.start(job, ctx)
+        if job.account == LONG and not (ctx.redelivered or ctx.deferrals):
+            # Runs through the outage, until the broker's copy of it (delivered again
+            # once the worker reconnected) has been told to wait.
+            deadline = time.monotonic() + 40
+            # (Or until a copy ran beside it: the books then show two at once.)
+            while not _copy_waited(gate) and books.most[LONG] == 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
         time.sleep(0.3)
         books.end(job)
 
@@ -126,14 +136,17 @@ def test_a_broker_restarted_under_limited_jobs_loses_none_and_gives_every_slot_b
     running = start(worker, None)
     try:
         producer = Producer(producer_backend, QUEUES)
-        jobs = [Charge(account=f"a{n % ACCOUNTS}", n=n) for n in range(JOBS)]
+        jobs = [Charge(account=LONG, n=-1)]
+        jobs += [Charge(account=f"a{n % ACCOUNTS}", n=n) for n in range(JOBS - 1)]
         ids = {str(job_id) for job_id in producer.enqueue_many(jobs)}
         producer_backend.close()
-        wait_for(lambda: len(books.ran()) >= 4, timeout=30)
+        wait_for(lambda: len(books.ran()) >= 4 and books.most[LONG] == 1, timeout=30)
         node.stop_app()  # mid-run: jobs running, parked, booked for their rate
         time.sleep(2)
         node.start_app()
         wait_for(lambda: books.ran() >= ids, timeout=75)
+        # The copy of the long job waits out a slot lease (15 s) and runs again.
+        wait_for(lambda: _long_runs(books) == 2, timeout=45)
         wait_for(lambda: not any(books.running.values()), timeout=10)
         # Slots are given back after each settle; the heartbeat tidies what is left.
         wait_for(lambda: _in_use(gate) == [], timeout=20)
@@ -142,6 +155,8 @@ def test_a_broker_restarted_under_limited_jobs_loses_none_and_gives_every_slot_b
         gate.close()
     assert books.ran() == ids, "no job lost"
     assert max(books.most.values()) == 1, f"never two of an account at once: {books.most}"
+    assert _copy_waited(gate), "the copy of the job running through the outage waited"
+    assert _long_runs(books) == 2, "the copy ran after that run (its ack was lost)"
     assert {attempt for _, _, attempt in books.runs} == {1}, "waiting spent no attempt"
     busiest = busiest_window([ms / 1000 for ms in books.admitted])
     assert busiest <= RATE + BURST, f"{busiest} admissions in one second at {RATE}/s"
@@ -151,6 +166,16 @@ def test_a_broker_restarted_under_limited_jobs_loses_none_and_gives_every_slot_b
         f"{len(books.runs) - JOBS}); admissions {len(books.admitted)}; "
         f"gate {gate.counted()}"
     )
+
+
+def _long_runs(books: Books) -> int:
+    with books.lock:
+        return sum(account == LONG for account, _, _ in books.runs)
+
+
+def _copy_waited(gate: LimitGate) -> bool:
+    """Whether a copy of a running job was told to wait under the per-account limit."""
+    return gate.counted().by_limit.get("per_account", {}).get("waited", 0) > 0
 
 
 def _in_use(gate: LimitGate) -> list[tuple[str, str, int, int, int]]:

@@ -49,8 +49,9 @@ logger = logging.getLogger(__name__)
 STORE_DOWN_DELAY = 5.0
 
 
-#: What the gate counts per limit: a job asking was admitted, told to wait for its rate
-#: (deferred), or parked behind a concurrency limit; a parked job was let go.
+#: What the gate counts per limit: a job asking was admitted, deferred (until its rate
+#: allows, or a copy of a running job until that run ends), or parked behind a
+#: concurrency limit; a parked job was let go.
 EVENTS = ("admitted", "waited", "parked", "let_go")
 
 

@@ -16,7 +16,15 @@ from typing import Annotated
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, control_secret, state, usage
-from queuey_cli.output import listing, print_json, say
+from queuey_cli.output import is_terminal, listing, print_json, say
+from queuey_cli.queue_limits import (
+    HELD_COLUMN,
+    KEY_COLUMNS,
+    key_cells,
+    key_notes,
+    limit_fields,
+    read_limits,
+)
 from queuey_cli.queue_samples import (
     COLUMNS,
     EMBEDDED_COLUMNS,
@@ -84,15 +92,18 @@ def queues(
     finally:
         broker.close()
     found = records(sample)
+    limited, limits_error = read_limits(settings, names)
+    if limited or limits_error:  # fields only where limits are declared
+        for record in found:
+            record.update(limit_fields(limited, limits_error, record["name"]))
     if as_json:
-        print_json(
-            {
-                "queues": found,
-                "held": sample.inspection.held,
-                "unroutable": sample.inspection.unroutable,
-                "unacked_error": sample.unacked.why_not or None,
-            }
-        )
+        doc = {
+            "queues": found,
+            "held": sample.inspection.held,
+            "unroutable": sample.inspection.unroutable,
+            "unacked_error": sample.unacked.why_not or None,
+        }
+        print_json({**doc, "limits_error": limits_error} if limited or limits_error else doc)
         return
     notes = [held_note(sample)]
     if not sample.embedded:  # a file has no unroutable messages: a publish is refused
@@ -101,7 +112,18 @@ def queues(
         notes.append(f"unacked: n/a ({sample.unacked.why_not})")
     known = sample.unacked.counts is not None
     columns = EMBEDDED_COLUMNS if sample.embedded else COLUMNS
-    listing("queues", columns, [cells(r, unacked_known=known) for r in found], notes=notes)
+    rows = [cells(r, unacked_known=known) for r in found]
+    if limited or limits_error:  # a column only where limits are declared
+        columns = [*columns, HELD_COLUMN]
+        rows = [[*row, r["held_by_limits"]] for row, r in zip(rows, found, strict=True)]
+    if limits_error:
+        notes.append(f"limits: n/a ({limits_error})")
+    keys = key_cells(found) if limited else []
+    if keys and not is_terminal():  # stdout stays one record a queue for scripts
+        notes.extend(key_notes(keys))
+    listing("queues", columns, rows, notes=notes)
+    if keys and is_terminal():
+        listing("limited keys", KEY_COLUMNS, keys)
 
 
 _Queue = Annotated[str, typer.Argument(help="A configured queue's name.", show_default=False)]

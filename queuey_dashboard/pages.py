@@ -21,6 +21,7 @@ from queuey_core.backends.capabilities import (
 )
 from queuey_core.errors import ConfigError
 from queuey_core.queue_counts import look
+from queuey_dashboard.limit_pages import queue_limits
 from queuey_dashboard.rendering import dashboard_of, render
 
 #: The queue of delayed messages that no queue took (topology.UNROUTABLE, spelled here
@@ -53,6 +54,7 @@ def queue_rows(request: Request) -> dict[str, Any]:
             }
         )
     return {
+        **queue_limits(request),
         "available": True,
         "rows": rows,
         "held": found.inspection.held,

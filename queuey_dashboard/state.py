@@ -65,6 +65,7 @@ class Dashboard:
         self._job_store = job_store
         self._workflows: Any = None
         self._schedules = None if schedules is None else list(schedules)
+        self._job_types: list[Any] | None = None
         self._lock = threading.Lock()
         self._backend = backend
         self._control = control_backend if control_backend is not None else backend
@@ -198,6 +199,20 @@ class Dashboard:
                     self._workflows = open_workflow_store(url)
                     self._owned.append(self._workflows)
             return self._workflows
+
+    def job_types(self) -> list[Any]:
+        """The job classes plugins register (loaded once): limits declared on a class
+        count as those of ``[limits]`` do.
+
+        Raises:
+            ConfigError: a plugin that does not load.
+        """
+        with self._lock:
+            if self._job_types is None:
+                from queuey_core.handlers import discover  # noqa: PLC0415
+
+                self._job_types = [d.handler.job_type for d in discover()]
+            return list(self._job_types)
 
     # -- schedules -----------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ from queuey_core.control.documents import (
 )
 from queuey_core.control.signing import Verifier, unwrap
 from queuey_core.errors import DecodeError
-from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.running import RunningWorker
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from queuey_core.clock import Clock
@@ -32,6 +32,7 @@ from queuey_core.envelope import Envelope
 from queuey_core.errors import QueueyError
 from queuey_core.flow.limit_spec import LimitBook, LimitSpec, key_of
 from queuey_core.flow.limit_state import (
+    SLOT_LEASE_MS,
     SWEEP_EVERY_MS,
     Admission,
     Claim,
@@ -40,6 +41,7 @@ from queuey_core.flow.limit_state import (
     LimitState,
     Verdict,
 )
+from queuey_core.flow.parked_body import parked_body, parked_envelope
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +49,38 @@ logger = logging.getLogger(__name__)
 STORE_DOWN_DELAY = 5.0
 
 
+#: What the gate counts per limit: a job asking was admitted, deferred (until its rate
+#: allows, or a copy of a running job until that run ends), or parked behind a
+#: concurrency limit; a parked job was let go.
+EVENTS = ("admitted", "waited", "parked", "let_go")
+
+
 @dataclass
 class GateCounts:
-    """What the gate did, for metrics and tests."""
+    """What the gate did, for metrics and tests: in all, and per limit name
+    (``by_limit[name][event]``, an event of :data:`EVENTS`).
+
+    A job bound by several limits counts once in all and once under each limit its
+    answer concerns: an admission under every one, a wait under its rate limits (or,
+    for a copy of a job still running, under its concurrency limits), a park
+    under the concurrency limit that was full. ``store_errors`` counts every call to
+    the store that failed (asks, give-backs, heartbeats), in all only.
+    """
 
     admitted: int = 0
     waited: int = 0
     parked: int = 0
     let_go: int = 0
     store_errors: int = 0
+    by_limit: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, event: str, limits: Iterable[str], n: int = 1) -> None:
+        """Count ``n`` of ``event`` in all and under each of ``limits`` (the caller
+        holds the gate's lock)."""
+        setattr(self, event, getattr(self, event) + n)
+        for name in limits:
+            per = self.by_limit.setdefault(name, dict.fromkeys(EVENTS, 0))
+            per[event] += n
 
 
 class LimitGate:
@@ -70,6 +95,8 @@ class LimitGate:
         self.counts = GateCounts()
         self._publish: Callable[[Envelope], None] | None = None
         self._unreleased: set[str] = set()
+        #: Jobs admitted here and not given back yet: running in this worker.
+        self._running: set[str] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -90,35 +117,62 @@ class LimitGate:
             LimitStateError: the store cannot be reached (the caller fails closed).
         """
         claims = tuple(Claim(spec, key_of(spec, job)) for spec in specs)
+        job_id = str(envelope.job_id)
+        with self._lock:
+            here = job_id in self._running
+        if here:  # a copy of a job this worker runs (delivered again after a reconnect)
+            names = [c.spec.name for c in claims if c.spec.concurrency is not None]
+            if names:
+                self._count("waited", names)
+                return Admission(
+                    Verdict.WAIT, until_ms=self.clock.wall_ms() + SLOT_LEASE_MS, limit=names[0]
+                )
         try:
             answer = self.state.acquire(
-                str(envelope.job_id),
+                job_id,
                 claims,
                 holder=self.holder,
                 now_ms=self.clock.wall_ms(),
                 queue=envelope.queue,
                 priority=envelope.priority,
                 enqueued_at=envelope.enqueued_at,
-                body=envelope.encode,
+                body=lambda: parked_body(envelope),
             )
         except QueueyError:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             raise
         if answer.verdict is Verdict.ADMITTED:
-            self.counts.admitted += 1
+            with self._lock:
+                self._running.add(job_id)
+            self._count("admitted", (c.spec.name for c in claims))
         elif answer.verdict is Verdict.WAIT:
-            self.counts.waited += 1
+            named = answer.limit.split(",") if answer.limit else None
+            self._count("waited", named or (c.spec.name for c in claims if c.spec.rate))
         else:
-            self.counts.parked += 1
+            named = [answer.limit] if answer.limit else None
+            self._count("parked", named or (c.spec.name for c in claims if c.spec.concurrency))
         return answer
+
+    def _count(self, event: str, limits: Iterable[str], n: int = 1) -> None:
+        with self._lock:
+            self.counts.add(event, limits, n)
+
+    def counted(self) -> GateCounts:
+        """A copy of the counts, consistent at one instant (for a scrape)."""
+        with self._lock:
+            by_limit = {name: dict(per) for name, per in self.counts.by_limit.items()}
+            c = self.counts
+            return GateCounts(c.admitted, c.waited, c.parked, c.let_go, c.store_errors, by_limit)
 
     def release(self, job_id: str) -> None:
         """Give back the slots of ``job_id`` (after its settle) and publish the parked
         jobs that lets go; a store that fails is tried again by the heartbeat."""
+        with self._lock:
+            self._running.discard(job_id)
         try:
             let_go = self.state.release(job_id, now_ms=self.clock.wall_ms())
         except QueueyError as exc:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             logger.warning("could not give back a limit's slot (retried): %s", exc)
             with self._lock:
                 self._unreleased.add(job_id)
@@ -128,12 +182,12 @@ class LimitGate:
     def publish_let_go(self, let_go: Iterable[LetGo]) -> None:
         """Publish parked jobs let go, then forget them (publish first: a crash in
         between publishes again, never loses)."""
-        published: list[str] = []
+        published: list[LetGo] = []
         for item in let_go:
             if self._publish is None:
                 break
             try:
-                self._publish(Envelope.decode(item.body))
+                self._publish(parked_envelope(item.body))
             except QueueyError as exc:
                 logger.warning(
                     "could not publish a parked job let go (published again later): %s",
@@ -141,11 +195,12 @@ class LimitGate:
                     extra={"job_id": item.job_id, "queue": item.queue},
                 )
                 continue
-            published.append(item.job_id)
+            published.append(item)
         if published:
-            self.counts.let_go += len(published)
+            for item in published:
+                self._count("let_go", [item.limit] if item.limit else ())
             try:
-                self.state.forget(published)
+                self.state.forget([item.job_id for item in published])
             except QueueyError as exc:
                 logger.warning("could not forget parked jobs let go: %s", exc)
 
@@ -159,7 +214,7 @@ class LimitGate:
         try:
             let_go = self.state.sweep(self.holder, now_ms=self.clock.wall_ms())
         except QueueyError as exc:
-            self.counts.store_errors += 1
+            self._count("store_errors", ())
             logger.warning("limits' heartbeat could not reach its store: %s", exc)
             return
         self.publish_let_go(let_go)

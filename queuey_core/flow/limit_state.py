@@ -9,6 +9,9 @@ A job asks once, after its payload is decoded:
 
 * it was parked and not yet let go: it is a second delivery of a parked job (a crash
   between the park and the ack), and is only acked (``PARKED``);
+* it holds a slot that another live worker holds for it: that worker still runs it (it
+  lost the broker, which delivered the job again), and this copy waits until the slot's
+  lease would run out (it takes the slot over then, or after that run gave it back);
 * it holds a rate reservation not yet due: it came back early, and waits for it again;
 * a concurrency limit of its key is full (a slot reserved for this job counts as its
   own): it is *parked* (its envelope kept here, ordered by priority then arrival) and
@@ -92,6 +95,7 @@ class LetGo:
     job_id: str
     queue: str
     body: bytes
+    limit: str = ""  # the concurrency limit it was parked behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,8 @@ class LimitState:
             "ON CONFLICT (job_id) DO UPDATE SET at_ms = excluded.at_ms",
             "holders": f"SELECT job_id FROM {p}queuey_limit_slots WHERE limit_name = ? AND key = ?",
             "own_slots": f"SELECT limit_name, key FROM {p}queuey_limit_slots WHERE job_id = ?",
+            "own_slot": f"SELECT holder, expires FROM {p}queuey_limit_slots "
+            "WHERE limit_name = ? AND job_id = ?",
             "free_own": f"DELETE FROM {p}queuey_limit_slots WHERE job_id = ?",
             "take": f"INSERT INTO {p}queuey_limit_slots "
             "(limit_name, key, job_id, holder, expires) VALUES (?, ?, ?, ?, ?) "
@@ -170,7 +176,7 @@ class LimitState:
             "expired": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_slots "
             "WHERE expires < ?",
             "drop_expired": f"DELETE FROM {p}queuey_limit_slots WHERE expires < ?",
-            "stale": f"SELECT job_id, queue, body FROM {p}queuey_limit_parked "
+            "stale": f"SELECT job_id, queue, body, limit_name FROM {p}queuey_limit_parked "
             "WHERE released_at IS NOT NULL AND released_at < ?",
             "waiting_keys": f"SELECT DISTINCT limit_name, key FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL",
@@ -182,6 +188,8 @@ class LimitState:
             "count_parked": f"SELECT limit_name, key, COUNT(*) FROM {p}queuey_limit_parked "
             "WHERE released_at IS NULL GROUP BY limit_name, key",
             "all_tats": f"SELECT limit_name, key, tat, book FROM {p}queuey_limit_rates",
+            "count_parked_queues": f"SELECT queue, limit_name, COUNT(*) "
+            f"FROM {p}queuey_limit_parked WHERE released_at IS NULL GROUP BY queue, limit_name",
         }
         return {name: text.replace("?", ph) for name, text in s.items()}
 
@@ -224,7 +232,14 @@ class LimitState:
             if limit is None:
                 continue
             holders = [row[0] for row in run("holders", claim.spec.name, claim.key)]
-            if job.job_id not in holders and len(holders) >= limit:
+            if job.job_id in holders:
+                owner, expires = run("own_slot", claim.spec.name, job.job_id)[0]
+                if owner not in ("", holder) and expires > now:
+                    # Another live worker runs this job (it lost the broker, which
+                    # delivered the job again): this copy waits for that run to end, or
+                    # for its lease to run out if that worker died, never runs beside it.
+                    return Admission(Verdict.WAIT, until_ms=int(expires), limit=claim.spec.name)
+            elif len(holders) >= limit:
                 # Waits for this one: a slot reserved for it under another is given back.
                 freed = run("own_slots", job.job_id)
                 run("free_own", job.job_id)
@@ -285,7 +300,7 @@ class LimitState:
             for job_id, queue, body in self._run(execute, "next_parked", name, key, free):
                 self._run(execute, "take", name, key, job_id, "", now + RELEASE_HOLD_MS)
                 self._run(execute, "let_go", now, job_id)
-                out.append(LetGo(job_id, queue, bytes(body)))
+                out.append(LetGo(job_id, queue, bytes(body), name))
         return tuple(out)
 
     def forget(self, job_ids: Iterable[str]) -> None:
@@ -310,7 +325,7 @@ class LimitState:
             let_go = self._let_go(execute, [*expired, *waiting], now_ms)
             run("old_tats", now_ms, now_ms)
             run("old_reservations", now_ms - RESERVATION_KEPT_MS)
-        return (*let_go, *(LetGo(r[0], r[1], bytes(r[2])) for r in stale))
+        return (*let_go, *(LetGo(r[0], r[1], bytes(r[2]), r[3]) for r in stale))
 
     def counts(self, *, now_ms: int) -> list[KeyCount]:
         """Every limit and key with anything running, reserved, parked or rated."""
@@ -329,6 +344,12 @@ class LimitState:
                 due = max(now_ms, int(tat - _cell(spec).tolerance), int(book or 0))
                 table.setdefault((name, key), {})["next_due_ms"] = due
         return [KeyCount(name, key, **values) for (name, key), values in sorted(table.items())]
+
+    def parked_by_queue(self) -> dict[tuple[str, str], int]:
+        """Jobs parked now, by (queue, limit): what a limit holds out of each queue."""
+        with self._c.transaction() as execute:
+            rows = self._run(execute, "count_parked_queues")
+        return {(queue, name): int(n) for queue, name, n in rows}
 
     def close(self) -> None:
         """Close the store's connections."""

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queuey_core.backends.capabilities import ConnectionReporting, LinkStatusLike
-from queuey_core.worker.hooks import RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import WorkerHooks
+from queuey_core.worker.running import RunningWorker
 
 
 class WorkerState(enum.StrEnum):

@@ -23,8 +23,10 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from queuey_core.backends.capabilities import KeepsDeadLettersInStore
+from queuey_core.flow.limit_metrics import LimitFamilies
 from queuey_core.observability.health import WorkerState, WorkerStatus
-from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.running import RunningWorker
 
 #: The label value of every job type this worker has no handler for.
 UNKNOWN = "unknown"
@@ -232,6 +234,8 @@ class _WorkerCollector(Collector):
             backend = worker.backend
             if isinstance(backend, KeepsDeadLettersInStore) and backend.has_dead_letter_store():
                 f.dead_letter_fallbacks.add_metric([], backend.dead_letter_fallbacks)
+            if worker.limits is not None:
+                f.limits.add(worker.limits)
         for role, link in sorted(self._status.connections().items()):
             f.connection_up.add_metric([role], 1 if link.state == "open" else 0)
             f.reconnects.add_metric([role], link.reconnects)
@@ -283,6 +287,7 @@ class _Families:
             "Dead letters sent to <queue>.dlq because the job store failed or was slow "
             "(imported by the next queuey dlq command; only with a job store on RabbitMQ).",
         )
+        self.limits = LimitFamilies()
 
     def all(self) -> list[Metric]:
         return [
@@ -295,4 +300,5 @@ class _Families:
             self.connection_up,
             self.reconnects,
             self.dead_letter_fallbacks,
+            *self.limits.all(),
         ]

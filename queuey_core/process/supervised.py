@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from queuey_core.errors import ConfigError
-from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.running import RunningWorker
 
 if TYPE_CHECKING:
     from queuey_core.settings import Settings

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 from queuey_core.results.store import JobStore
 from queuey_core.results.writer_process import WriterProcess
-from queuey_core.worker.hooks import JobInfo, RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import JobInfo, WorkerHooks
+from queuey_core.worker.running import RunningWorker
 
 logger = logging.getLogger(__name__)
 

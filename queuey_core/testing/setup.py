@@ -17,7 +17,7 @@ from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings import Settings, find_config, load_settings
 from queuey_core.testing.gate import GateState
 from queuey_core.worker import WorkerHooks
-from queuey_core.worker.hooks import RunningWorker
+from queuey_core.worker.running import RunningWorker
 
 
 def read_settings(config: str | Path | None) -> Settings | None:

@@ -16,40 +16,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from queuey_core.backends.base import Backend, Delivery
+from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
-from queuey_core.queues import QueueConfig
-from queuey_core.worker.handle import WorkerHandle
+from queuey_core.worker.running import RunningWorker
 
 logger = logging.getLogger(__name__)
-
-
-class RunningWorker(Protocol):
-    """What a hook is shown of the worker it watches (a :class:`~queuey_core.worker.Worker`)."""
-
-    @property
-    def queues(self) -> Sequence[QueueConfig]:
-        """The queues the worker consumes."""
-
-    @property
-    def concurrency(self) -> int:
-        """The most jobs it runs at the same time."""
-
-    @property
-    def handle(self) -> WorkerHandle:
-        """Its handle: shutdown and counters."""
-
-    @property
-    def backend(self) -> Backend:
-        """Where its deliveries come from."""
-
-    @property
-    def job_types(self) -> frozenset[str]:
-        """The job types it has a handler for."""
 
 
 class EnvelopeSink(Protocol):

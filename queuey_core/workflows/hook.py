@@ -23,7 +23,8 @@ from queuey_core.clock import Clock, SystemClock, Timer
 from queuey_core.context import JobContext
 from queuey_core.errors import JobStoreError
 from queuey_core.results.encoding import encode_result
-from queuey_core.worker.hooks import RunningWorker, WorkerHooks
+from queuey_core.worker.hooks import WorkerHooks
+from queuey_core.worker.running import RunningWorker
 from queuey_core.workflows import tables
 from queuey_core.workflows.engine import Workflows
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pytest
 
+from queuey_core import Envelope
 from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
@@ -24,6 +25,8 @@ from queuey_core.flow.limit_spec import LimitBook
 from queuey_core.flow.limit_spec import spec_from_table
 from queuey_core.flow.limit_state import Admission
 from queuey_core.flow.limit_state import Verdict
+from queuey_core.trace_context import TraceContext
+from queuey_core.worker.hooks import WorkerHooks
 from tests.contract.conftest import Stored
 from tests.support import ALPHA
 from tests.support import Greet
@@ -208,3 +211,58 @@ def test_a_rate_limit_spaces_starts_and_each_waiting_job_comes_back_once(
         f"each waiting job came back at its own time (once more if the one before it "
         f"started late), never spinning: {deferrals}"
     )
+
+
+class _Traces(WorkerHooks):
+    """An envelope sink: the trace context each job started with."""
+
+    takes_envelopes = True
+
+    def __init__(self) -> None:
+        self.started: dict[str, TraceContext | None] = {}
+
+    def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
+        if event == "started":
+            self.started[str(envelope.job_id)] = envelope.trace
+
+
+def test_a_parked_job_let_go_keeps_its_trace_context(
+    stored: Stored, gate_of: list[LimitGate]
+) -> None:
+    h = stored.h
+    gate = _gate(stored, gate_of, mutex={"concurrency": 1, "jobs": ["test.export"]})
+    traces = _Traces()
+    hold = threading.Event()
+    first = Envelope.for_job(Export(tenant="x", n=0), enqueued_at=h.clock.wall_ms())
+    parked = Envelope.for_job(Export(tenant="x", n=1), enqueued_at=h.clock.wall_ms())
+    trace = TraceContext("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "v=abc")
+
+    def export(job: Export, ctx: JobContext) -> None:
+        if job.n == 0:
+            hold.wait(30)
+
+    worker = Worker(
+        h.backend,
+        h.queues,
+        [Handler(Export, export)],
+        concurrency=2,
+        clock=h.clock,
+        limits=gate,
+        hooks=[traces],
+    )
+    running = start(worker, h)
+    try:
+        h.backend.publish(first)
+        h.wait_for(lambda: str(first.job_id) in traces.started)
+        h.backend.publish(parked.with_trace(trace))
+        h.wait_for(lambda: gate.counts.parked == 1)
+        hold.set()
+        h.wait_for(lambda: str(parked.job_id) in traces.started)
+    finally:
+        hold.set()
+        running.stop()
+    assert gate.counts.let_go == 1, "the second job waited parked, then was let go"
+    assert traces.started[str(parked.job_id)] == trace, (
+        "published again from its row, the job still belongs to the trace that enqueued it"
+    )
+    assert traces.started[str(first.job_id)] is None, "an untraced job stays untraced"

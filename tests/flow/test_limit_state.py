@@ -178,3 +178,34 @@ def test_counts_show_running_parked_and_reserved_per_key(make_state: MakeState) 
     assert counts["tenant", "a"].parked == 1
     assert counts["tenant", "b"].running == 1
     assert counts["tenant", "b"].parked == 0
+
+
+def test_a_copy_of_a_job_another_live_worker_runs_waits_and_never_runs_beside_it(
+    make_state: MakeState,
+) -> None:
+    book = _book(one={"concurrency": 1})
+    state = make_state(book)
+    assert _ask(state, book, "j1", "", T0, holder="w1").verdict is Verdict.ADMITTED
+    # w1 lost the broker, which delivered j1 again, to w2, while w1 still runs it.
+    copy = _ask(state, book, "j1", "", T0 + 1000, holder="w2")
+    assert copy.verdict is Verdict.WAIT, "never two runs of the key at once"
+    assert copy.until_ms == T0 + SLOT_LEASE_MS, "until w1's lease would run out"
+    state.sweep("w1", now_ms=T0 + 10_000)  # w1 is alive: it renews
+    again = _ask(state, book, "j1", "", T0 + SLOT_LEASE_MS + 1, holder="w2")
+    assert again.verdict is Verdict.WAIT, "still running on w1, whose lease was renewed"
+    state.release("j1", now_ms=T0 + 20_000)
+    assert _ask(state, book, "j1", "", T0 + 21_000, holder="w2").verdict is Verdict.ADMITTED, (
+        "once w1's run gave the slot back, the copy runs"
+    )
+
+
+def test_a_copy_of_a_dead_workers_job_takes_its_slot_over_once_the_lease_ran_out(
+    make_state: MakeState,
+) -> None:
+    book = _book(one={"concurrency": 1})
+    state = make_state(book)
+    assert _ask(state, book, "j1", "", T0, holder="dead").verdict is Verdict.ADMITTED
+    assert _ask(state, book, "j1", "", T0 + 1000, holder="w2").verdict is Verdict.WAIT
+    late = _ask(state, book, "j1", "", T0 + SLOT_LEASE_MS + 1, holder="w2")
+    assert late.verdict is Verdict.ADMITTED, "the dead worker's lease ran out: taken over"
+    assert [(c.running, c.parked) for c in state.counts(now_ms=T0 + SLOT_LEASE_MS + 1)] == [(1, 0)]

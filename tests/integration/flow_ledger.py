@@ -25,7 +25,8 @@ QUEUE = "flow.limited"
 
 class Limited(Job):
     """A job of ``tenant`` that takes ``ms`` milliseconds (its first delivery only, when
-    ``once``: a redelivery after a kill runs at once)."""
+    ``once``: a redelivery after a kill runs at once, and so does that copy deferred until
+    the killed worker's slot lease ran out)."""
 
     NAME: ClassVar[str] = "flow.limited"
     QUEUE: ClassVar[str] = QUEUE
@@ -42,7 +43,7 @@ def _write(event: str, job: Limited, ctx: JobContext) -> None:
 def limited(job: Limited, ctx: JobContext) -> None:
     """Write down the run."""
     _write("start", job, ctx)
-    if job.ms and not (job.once and ctx.redelivered):
+    if job.ms and not (job.once and (ctx.redelivered or ctx.deferrals)):
         time.sleep(job.ms / 1000)
     _write("done", job, ctx)
 

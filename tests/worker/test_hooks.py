@@ -23,7 +23,7 @@ from queuey_core import QueueSet
 from queuey_core import Retryable
 from queuey_core import Worker
 from queuey_core import WorkerHooks
-from queuey_core.worker.hooks import RunningWorker
+from queuey_core.worker.running import RunningWorker
 from tests.harness import Memory
 from tests.support import ALPHA
 from tests.support import BETA

@@ -1,0 +1,35 @@
+"""The gate of one worker: a copy of a job it runs itself (delivered again after its
+connection to the broker was lost) waits for that run, never runs beside it."""
+
+from __future__ import annotations
+
+from queuey_core import Envelope
+from queuey_core import ManualClock
+from queuey_core.flow.limit_gate import LimitGate
+from queuey_core.flow.limit_setup import limit_state_for
+from queuey_core.flow.limit_spec import LimitBook
+from queuey_core.flow.limit_spec import spec_from_table
+from queuey_core.flow.limit_state import SLOT_LEASE_MS
+from queuey_core.flow.limit_state import Verdict
+from tests.support import Greet
+
+
+def test_a_copy_of_a_job_this_worker_runs_waits_until_that_run_gave_its_slot_back(
+    clock: ManualClock,
+) -> None:
+    book = LimitBook([spec_from_table("mutex", {"concurrency": 1, "jobs": [Greet.NAME]})])
+    gate = LimitGate(book, limit_state_for("memory:", book), clock=clock)
+    job = Greet(name="ada")
+    env = Envelope.for_job(job, enqueued_at=clock.wall_ms())
+    try:
+        assert gate.ask(env, book.specs, job).verdict is Verdict.ADMITTED
+        copy = gate.ask(env, book.specs, job)
+        assert copy.verdict is Verdict.WAIT, "the same job runs here already"
+        assert copy.until_ms == clock.wall_ms() + SLOT_LEASE_MS
+        assert gate.counted().by_limit["mutex"]["waited"] == 1
+        gate.release(str(env.job_id))
+        assert gate.ask(env, book.specs, job).verdict is Verdict.ADMITTED, (
+            "once that run ended, the copy runs (at least once)"
+        )
+    finally:
+        gate.close()

@@ -23,7 +23,7 @@ from queuey_core.clock import Clock
 from queuey_core.errors import KitError
 from queuey_core.jobs import Job
 from queuey_core.queues import QueueSet
-from queuey_core.worker.hooks import RunningWorker
+from queuey_core.worker.running import RunningWorker
 from queuey_core.workflows import (
     Graph,
     Workflow,

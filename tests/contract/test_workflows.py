@@ -151,3 +151,27 @@ def test_cancelling_a_workflow_cancels_every_member_not_yet_started(rig: Rig) ->
     rig.h.elapse(1)
     assert rig.flows.cancel("00000000-0000-0000-0000-000000000000") is None
     assert rig.view(wid).nodes[1].state == "cancelled", "nothing after it was enqueued"
+
+
+def test_a_members_end_while_the_store_is_down_is_held_until_the_store_records_it(
+    rig: Rig,
+) -> None:
+    down = rig.store_down("ended")
+    rig.start()
+    shape = group(Add(x=1), Add(x=2)).then(step(Total(), receives="parts"))
+    wid = rig.flows.start(Workflow(shape))
+    # Each member ran and its end was refused, more than once: held, deferred, run again.
+    rig.h.wait_for(lambda: len(rig.runs("wf.add")) >= 4 and rig.hook.held >= 4)
+    assert rig.view(wid).state == "running"
+    assert rig.runs("wf.total") == [], "no callback while the ends are not recorded"
+    down.back()
+    done = rig.wait_state(wid, "succeeded")
+    rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 1)
+    assert rig.runs("wf.total")[0].payload["parts"] == [1, 2], "both ends were recorded"
+    told: dict[object, list[bool]] = {}
+    for run in rig.runs("wf.add"):
+        told.setdefault(run.job_id, []).append(run.started_before)
+    assert all(t == [False] + [True] * (len(t) - 1) for t in told.values()), "reruns are told"
+    assert [n.state for n in done.nodes] == ["succeeded"] * 3
+    rig.h.elapse(1)
+    assert len(rig.runs("wf.total")) == 1, "the callback ran once"

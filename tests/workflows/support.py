@@ -16,8 +16,10 @@ from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import Worker
+from queuey_core.errors import JobStoreError
 from queuey_core.workflows import WorkflowHook
 from queuey_core.workflows import Workflows
+from queuey_core.workflows import WorkflowStore
 from queuey_core.workflows import WorkflowView
 from queuey_core.workflows import open_workflow_store
 from queuey_core.workflows import started_before
@@ -79,11 +81,13 @@ class Rig:
         self.h = h
         self.store = open_workflow_store(url)
         self.flows = Workflows(h.backend, h.queues, self.store, clock=h.clock)
-        self.hook = WorkflowHook(self.flows, clock=h.clock)
+        # A short hold: on RabbitMQ a held member's deferral takes real time.
+        self.hook = WorkflowHook(self.flows, clock=h.clock, hold_for=0.3)
         self.ledger: list[Ran] = []
         self._lock = threading.Lock()
         self.heal = False
         self.before_total: Callable[[], None] = lambda: None
+        self.before_add: Callable[[], None] = lambda: None
         self._running: Running | None = None
 
     def _note(self, job: Job, ctx: JobContext) -> None:
@@ -95,6 +99,7 @@ class Rig:
     def handlers(self) -> list[Handler[Any]]:
         def add(job: Add, ctx: JobContext) -> int:
             self._note(job, ctx)
+            self.before_add()
             return job.x + (job.prev or 0)
 
         def total(job: Total, ctx: JobContext) -> int:
@@ -141,6 +146,38 @@ class Rig:
         self.h.wait_for(lambda: self.view(workflow_id).state == state)
         return self.view(workflow_id)
 
+    def store_down(self, *methods: str) -> StoreDown:
+        """Make the store's ``methods`` (``started``, ``ended``) fail as a store out of
+        reach does, until the returned switch's :meth:`StoreDown.back`."""
+        return StoreDown(self.store, methods)
+
     def runs(self, job_type: str) -> list[Ran]:
         with self._lock:
             return [r for r in self.ledger if r.job_type == job_type]
+
+
+class StoreDown:
+    """Some of a workflow store's methods raising JobStoreError, as a store out of reach
+    makes them, and the job ids each refused; :meth:`back` brings the store back."""
+
+    def __init__(self, store: WorkflowStore, methods: tuple[str, ...]) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._down = True
+        self.refused: list[str] = []
+        for name in methods:
+            setattr(store, name, self._failing(getattr(store, name)))
+
+    def _failing(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(job_id: str, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                if self._down:
+                    self.refused.append(job_id)
+                    raise JobStoreError("workflow store: database is locked")
+            return real(job_id, *args, **kwargs)
+
+        return call
+
+    def back(self) -> None:
+        with self._lock:
+            self._down = False

@@ -145,3 +145,15 @@ def test_a_job_outside_a_workflow_is_never_recorded(rig: Rig) -> None:
         cur.execute("SELECT count(*) FROM queuey_workflow_members WHERE job_id = ?", [str(job_id)])
         assert cur.fetchone()[0] == 0
     assert rig.runs("wf.add")[0].started_before is False
+
+
+def test_a_member_whose_start_cannot_be_counted_waits_unrun_until_it_can(rig: Rig) -> None:
+    down = rig.store_down("started")
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+    rig.h.wait_for(lambda: rig.hook.held >= 3)
+    assert rig.runs("wf.add") == [], "never run while its start is not counted"
+    down.back()
+    done = rig.wait_state(wid, "succeeded")
+    assert [n.starts for n in done.nodes] == [1, 1], "each start counted once"
+    assert [r.started_before for r in rig.runs("wf.add")] == [False, False]

@@ -1,0 +1,70 @@
+"""A workflow's store out of reach while its members end: on RabbitMQ with a SQLite
+store locked by another process's transaction, each member is held (deferred, its end
+not lost) until the lock goes, and then the workflow finishes with one callback
+(docs/workflows.md, "Guarantees")."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from queuey_core.workflows import Workflow
+from queuey_core.workflows import group
+from queuey_core.workflows import step
+from tests.conftest import require_broker
+from tests.harness import RabbitEnv
+from tests.workflows.support import Add
+from tests.workflows.support import Rig
+from tests.workflows.support import Total
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="queuey-wf-down-") as name:
+        yield Path(name)
+
+
+def test_members_ending_while_the_store_is_locked_finish_the_workflow_once_it_is_free(
+    folder: Path,
+) -> None:
+    require_broker()
+    path = folder / "store.db"
+    # A short busy timeout: a locked store answers "database is locked" in 0.2 s.
+    rig = Rig(RabbitEnv(), f"sqlite:///{path}?busy_timeout=0.2")
+    lock = sqlite3.connect(path, isolation_level=None)
+    try:
+        locked = threading.Event()
+
+        def once_locked() -> None:  # each member ends once the store is locked
+            locked.wait(30)
+
+        rig.before_add = once_locked
+        rig.start()
+        shape = group(Add(x=1), Add(x=2), Add(x=3)).then(step(Total(), receives="parts"))
+        wid = rig.flows.start(Workflow(shape))
+        rig.h.wait_for(lambda: len(rig.runs("wf.add")) == 3)
+        lock.execute("BEGIN EXCLUSIVE")  # another process holds the file from here
+        locked.set()
+        try:
+            rig.h.wait_for(lambda: rig.hook.held >= 6)
+        finally:
+            lock.execute("COMMIT")
+        done = rig.wait_state(wid, "succeeded")
+        rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 1)
+        assert rig.runs("wf.total")[0].payload["parts"] == [1, 2, 3], "every end recorded"
+        assert [n.state for n in done.nodes] == ["succeeded"] * 4
+        reruns = rig.runs("wf.add")[3:]
+        assert all(r.started_before for r in reruns), "every rerun is told"
+        rig.h.elapse(1)
+        assert len(rig.runs("wf.total")) == 1, "the callback ran once"
+    finally:
+        lock.close()
+        rig.stop()
+        rig.h.close()

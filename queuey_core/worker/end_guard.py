@@ -30,7 +30,6 @@ from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.outcome import Kind, Outcome
 
 if TYPE_CHECKING:
-    from queuey_core.worker.hooks import HookRunner
     from queuey_core.worker.tracked import Tracked
 
 logger = logging.getLogger(__name__)
@@ -57,6 +56,17 @@ class SettleGuard(Protocol):
         """Record the job's final ``event`` (``succeeded``, ``dead_lettered`` or
         ``cancelled``; ``text`` the reason, ``result`` what a success returned); a Hold:
         do not settle it so, defer it instead."""
+
+
+class Announces(Protocol):
+    """What :func:`end_unrun` tells of an end (the worker's
+    :class:`~queuey_core.worker.hooks.HookRunner`, which imports this module)."""
+
+    guards: tuple[SettleGuard, ...]
+
+    def deferred(self, delivery: Any, reason: str, delay: float) -> None: ...
+    def cancelled(self, delivery: Any, reason: str) -> None: ...
+    def dead_lettered(self, delivery: Any, reason: str, error: str = "") -> None: ...
 
 
 def guards_of(hooks: Sequence[Any]) -> tuple[SettleGuard, ...]:
@@ -102,7 +112,7 @@ def held_unrun(
 
 
 def end_unrun(
-    hooks: HookRunner,
+    hooks: Announces,
     settle: Callable[[Callable[..., None], tuple[Any, ...], dict[str, Any]], None],
     delivery: Tracked,
     reason: str,

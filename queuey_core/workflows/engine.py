@@ -1,9 +1,9 @@
 """Starting, publishing, sweeping and cancelling workflows: :class:`Workflows`.
 
 Owns: turning a :class:`~.shapes.Workflow` into member rows (each member an ordinary
-job with a job id fixed at the start and the workflow's id in its envelope), publishing
-what a transaction put in the outbox and marking it sent, the sweep that re-publishes
-what a crash left unsent, and cancelling. Must never: publish inside a store
+job with a job id fixed at the start, its unique keys marked, and the workflow's id in
+its envelope), publishing what a transaction put in the outbox (:mod:`.outbox`), the
+sweep that re-publishes what a crash left unsent, and cancelling. Must never: publish inside a store
 transaction, nor publish a member the store has not made ready first (the store
 decides; this module only carries envelopes out).
 """
@@ -12,27 +12,28 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from queuey_core.backends.base import Backend
 from queuey_core.backends.capabilities import SupportsCancellation
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, QueueyError
+from queuey_core.errors import BackendError
 from queuey_core.first_attempts import make_envelope
+from queuey_core.flow.unique import Unique
+from queuey_core.flow.unique_claims import UniqueClaims
+from queuey_core.flow.unique_keys import UniqueKeys
 from queuey_core.queues import QueueSet
 from queuey_core.uuid7 import uuid7
 from queuey_core.workflows import tables
+from queuey_core.workflows.outbox import Outbox
 from queuey_core.workflows.shapes import Planned, Workflow
 from queuey_core.workflows.sql import NewMember
 from queuey_core.workflows.store import WorkflowStore
 
 logger = logging.getLogger(__name__)
 
-#: Envelopes published per call of the backend's publish_many.
-PUBLISH_CHUNK = 1000
 #: Seconds an outbox row waits before a sweep re-publishes it: longer than a publish
 #: takes, so that a sweep seldom doubles one that is on its way.
 SWEEP_AFTER = 5.0
@@ -87,11 +88,17 @@ class Workflows:
         *,
         clock: Clock | None = None,
         declare: bool = True,
+        unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
     ) -> None:
         self._backend = backend
         self._queues = queues
         self.store = store
         self._clock: Clock = clock or SystemClock()
+        # Members obey unique jobs as a producer's jobs do (the backend's own keys, else
+        # ``unique_keys``): claimed as each is published.
+        self._unique = UniqueClaims.of(backend, unique_keys, unique)
+        self._outbox = Outbox(backend, store, self._unique, self._clock)
         if declare:
             backend.declare(list(queues.values()))
 
@@ -132,6 +139,7 @@ class Workflows:
         after: list[uuid.UUID],
     ) -> NewMember:
         env = make_envelope(planned.job, self._queues, enqueued_at=now, job_id=job_id)
+        env = self._unique.mark(env, type(planned.job), None)
         env = env.model_copy(update={"workflow": workflow_id})
         return NewMember(
             str(job_id),
@@ -145,25 +153,11 @@ class Workflows:
         )
 
     def publish(self, ready: Sequence[tuple[str, str]]) -> int:
-        """Publish outbox rows and mark them sent; how many went out. A publish that
-        fails is logged and left in the outbox for the sweep: never raised, since the
-        store already holds the truth."""
-        sent = 0
-        for i in range(0, len(ready), PUBLISH_CHUNK):
-            chunk = ready[i : i + PUBLISH_CHUNK]
-            try:
-                envelopes = [Envelope.decode(body.encode()) for _, body in chunk]
-                self._backend.publish_many([(env, None) for env in envelopes])
-                self.store.mark_sent([job_id for job_id, _ in chunk])
-            except QueueyError as exc:
-                logger.warning(
-                    "workflow members not published yet (the sweep will): %s",
-                    exc,
-                    extra={"job_id": chunk[0][0]},
-                )
-                return sent
-            sent += len(chunk)
-        return sent
+        """Publish outbox rows and mark them sent; how many went out. A member no
+        publish can send (a duplicate, an unroutable job) fails; one not sent now is left
+        in the outbox for the sweep (:class:`~.outbox.Outbox`). Never raises: the store
+        already holds the truth."""
+        return self._outbox.publish(ready)
 
     def sweep(self, older_than: float = SWEEP_AFTER) -> int:
         """Re-publish outbox rows older than ``older_than`` seconds; how many."""

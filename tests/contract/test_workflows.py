@@ -25,6 +25,7 @@ from tests.conftest import backend_env
 from tests.support import BETA
 from tests.workflows.support import Add
 from tests.workflows.support import Boom
+from tests.workflows.support import Invoice
 from tests.workflows.support import Mourn
 from tests.workflows.support import Rig
 from tests.workflows.support import Total
@@ -175,3 +176,33 @@ def test_a_members_end_while_the_store_is_down_is_held_until_the_store_records_i
     assert [n.state for n in done.nodes] == ["succeeded"] * 3
     rig.h.elapse(1)
     assert len(rig.runs("wf.total")) == 1, "the callback ran once"
+
+
+def test_a_member_refused_as_a_duplicate_fails_the_workflow_by_its_policy(rig: Rig) -> None:
+    holder = rig.producer().enqueue(Invoice(n=7))  # holds the key while it is queued
+    shape = group(Invoice(n=7), Add(x=2)).then(step(Total(), receives="parts"))
+    errback = step(Mourn(), receives="failure")
+    wid = rig.flows.start(Workflow(shape, on_failure="cancel", on_error=errback))
+    failed = rig.view(wid)
+    assert failed.state == "failed", "refused at its publish: the workflow fails at once"
+    assert failed.nodes[0].state == "failed"
+    assert failed.nodes[0].error == f"duplicate of {holder}", "says which job holds the key"
+    assert failed.nodes[2].state == "halted", "the callback will not run"
+    rig.start()
+    rig.h.wait_for(lambda: len(rig.runs("wf.mourn")) == 1 and len(rig.runs("wf.invoice")) == 1)
+    told = rig.runs("wf.mourn")[0].payload["failure"]
+    assert told["error"] == f"duplicate of {holder}"
+    assert [r.job_id for r in rig.runs("wf.invoice")] == [holder], "only the holder ran"
+    rig.h.wait_for(lambda: rig.view(wid).nodes[1].state == "succeeded")
+    rig.h.elapse(1)
+    assert rig.runs("wf.total") == []
+    assert len(rig.runs("wf.mourn")) == 1, "the error callback ran once"
+
+
+def test_a_unique_member_whose_key_is_free_runs_and_lets_its_key_go(rig: Rig) -> None:
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Invoice(n=8), step(Add(x=1), receives="prev"))))
+    done = rig.wait_state(wid, "succeeded")
+    assert [n.result for n in done.nodes] == [8, 9]
+    again = rig.producer().enqueue(Invoice(n=8))  # the member let its key go as it ran
+    rig.h.wait_for(lambda: again in {r.job_id for r in rig.runs("wf.invoice")})

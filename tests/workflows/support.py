@@ -15,8 +15,14 @@ from queuey_core import Fatal
 from queuey_core import Handler
 from queuey_core import Job
 from queuey_core import JobContext
+from queuey_core import Producer
 from queuey_core import Worker
+from queuey_core.backends.capabilities import HoldsUniqueKeys
 from queuey_core.errors import JobStoreError
+from queuey_core.flow.unique import Unique
+from queuey_core.flow.unique_keys import SqlUniqueKeys
+from queuey_core.flow.unique_keys import UniqueKeys
+from queuey_core.flow.unique_store import open_unique_keys
 from queuey_core.workflows import WorkflowHook
 from queuey_core.workflows import Workflows
 from queuey_core.workflows import WorkflowStore
@@ -55,6 +61,15 @@ class Boom(Job):
     x: int = 0
 
 
+class Invoice(Job):
+    """A unique job (its key: ``n``, held while it is queued)."""
+
+    NAME: ClassVar[str] = "wf.invoice"
+    QUEUE: ClassVar[str] = ALPHA
+    UNIQUE: ClassVar[Unique] = Unique(key=("n",))
+    n: int
+
+
 class Mourn(Job):
     """An error callback: ``failure`` is what the workflow tells it of the failed member."""
 
@@ -80,7 +95,13 @@ class Rig:
     def __init__(self, h: WorkerEnv, url: str) -> None:
         self.h = h
         self.store = open_workflow_store(url)
-        self.flows = Workflows(h.backend, h.queues, self.store, clock=h.clock)
+        # Unique keys where a user's would be: the backend's own, else the job store's.
+        self.unique_keys: UniqueKeys | None = None
+        if not isinstance(h.backend, HoldsUniqueKeys):
+            self.unique_keys = open_unique_keys(url)
+        self.flows = Workflows(
+            h.backend, h.queues, self.store, clock=h.clock, unique_keys=self.unique_keys
+        )
         # A short hold: on RabbitMQ a held member's deferral takes real time.
         self.hook = WorkflowHook(self.flows, clock=h.clock, hold_for=0.3)
         self.ledger: list[Ran] = []
@@ -116,16 +137,26 @@ class Rig:
         def mourn(job: Mourn, ctx: JobContext) -> None:
             self._note(job, ctx)
 
+        def invoice(job: Invoice, ctx: JobContext) -> int:
+            self._note(job, ctx)
+            return job.n
+
         return [
             Handler(Add, add),
             Handler(Total, total),
             Handler(Boom, boom),
             Handler(Mourn, mourn),
+            Handler(Invoice, invoice),
         ]
 
     def start(self) -> Rig:
         worker = Worker(
-            self.h.backend, self.h.queues, self.handlers(), clock=self.h.clock, hooks=[self.hook]
+            self.h.backend,
+            self.h.queues,
+            self.handlers(),
+            clock=self.h.clock,
+            hooks=[self.hook],
+            unique_keys=self.unique_keys,
         )
         self._running = start(worker, self.h)
         return self
@@ -135,6 +166,8 @@ class Rig:
             self._running.stop()
             self._running = None
         self.store.close()
+        if isinstance(self.unique_keys, SqlUniqueKeys):
+            self.unique_keys.close()
 
     def view(self, workflow_id: uuid.UUID) -> WorkflowView:
         found = self.flows.get(workflow_id)
@@ -150,6 +183,12 @@ class Rig:
         """Make the store's ``methods`` (``started``, ``ended``) fail as a store out of
         reach does, until the returned switch's :meth:`StoreDown.back`."""
         return StoreDown(self.store, methods)
+
+    def producer(self) -> Producer:
+        """A producer on the rig's backend, with its unique keys."""
+        return Producer(
+            self.h.backend, self.h.queues, clock=self.h.clock, unique_keys=self.unique_keys
+        )
 
     def runs(self, job_type: str) -> list[Ran]:
         with self._lock:

@@ -14,6 +14,7 @@ import pytest
 from queuey_core import Backend
 from queuey_core import Envelope
 from queuey_core.errors import NotEnqueuedError
+from queuey_core.errors import UnroutableError
 from queuey_core.workflows import Workflow
 from queuey_core.workflows import Workflows
 from queuey_core.workflows import WorkflowStore
@@ -25,6 +26,8 @@ from queuey_core.workflows.sql import Ending
 from queuey_core.workflows.sql import NewMember
 from tests.harness import MemoryEnv
 from tests.workflows.support import Add
+from tests.workflows.support import Boom
+from tests.workflows.support import Mourn
 from tests.workflows.support import Rig
 from tests.workflows.support import Total
 
@@ -157,3 +160,38 @@ def test_a_member_whose_start_cannot_be_counted_waits_unrun_until_it_can(rig: Ri
     done = rig.wait_state(wid, "succeeded")
     assert [n.starts for n in done.nodes] == [1, 1], "each start counted once"
     assert [r.started_before for r in rig.runs("wf.add")] == [False, False]
+
+
+class Unroutable(LosesFirstPublish):
+    """A backend with no queue for ``wf.boom``: its publish can never succeed."""
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        refused = [e.job_id for e, _ in items if e.job_type == "wf.boom"]
+        routed = [(e, d) for e, d in items if e.job_id not in refused]
+        self._inner.publish_many(routed)  # type: ignore[attr-defined]
+        if refused:
+            confirmed = [e.job_id for e, _ in routed]
+            raise UnroutableError("no queue for it", not_enqueued=refused, confirmed=confirmed)
+
+
+def test_a_member_no_publish_can_send_fails_the_workflow_instead_of_waiting(rig: Rig) -> None:
+    starter = Workflows(cast(Backend, Unroutable(rig.h.backend)), rig.h.queues, rig.store)
+    shape = group(Boom(), Add(x=2))
+    wid = starter.start(Workflow(shape, on_error=step(Mourn(), receives="failure")))
+    failed = rig.view(wid)
+    assert failed.state == "failed"
+    assert failed.nodes[0].state == "failed"
+    assert failed.nodes[0].error.startswith("not enqueued: no queue for it")
+    assert failed.nodes[1].state == "sent", "the other member went out"
+    rig.start()
+    rig.h.wait_for(lambda: len(rig.runs("wf.mourn")) == 1 and len(rig.runs("wf.add")) == 1)
+    assert rig.runs("wf.boom") == []
+
+
+def test_a_member_whose_publish_fails_for_now_stays_in_the_outbox(rig: Rig) -> None:
+    lossy = LosesFirstPublish(rig.h.backend)
+    starter = Workflows(cast(Backend, lossy), rig.h.queues, rig.store, clock=rig.h.clock)
+    wid = starter.start(Workflow(group(Add(x=1), Add(x=2))))
+    view = rig.view(wid)
+    assert view.state == "running", "a publish that may pass later fails nothing"
+    assert [n.state for n in view.nodes] == ["ready", "ready"]

@@ -25,6 +25,7 @@ from queuey_core.flow.unique import Unique
 from queuey_core.flow.unique_claims import UniqueClaims
 from queuey_core.flow.unique_keys import UniqueKeys
 from queuey_core.queues import QueueSet
+from queuey_core.results.store import DEFAULT_RETENTION
 from queuey_core.uuid7 import uuid7
 from queuey_core.workflows import tables
 from queuey_core.workflows.outbox import Outbox
@@ -77,7 +78,9 @@ class Workflows:
 
     :meth:`start` is one transaction: when it returns, the workflow exists and its first
     members are in the outbox; they are published at once, and should that fail, by the
-    sweep of any worker recording workflows (:data:`SWEEP_AFTER`).
+    sweep of any worker recording workflows (:data:`SWEEP_AFTER`). Finished workflows
+    are deleted after ``retention`` seconds unchanged (:meth:`expire`; the job store's
+    ``[results] retention`` when made from the settings).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Workflows:
         declare: bool = True,
         unique_keys: UniqueKeys | None = None,
         unique: Mapping[str, Unique] | None = None,
+        retention: float = DEFAULT_RETENTION,
     ) -> None:
         self._backend = backend
         self._queues = queues
@@ -99,6 +103,7 @@ class Workflows:
         # ``unique_keys``): claimed as each is published.
         self._unique = UniqueClaims.of(backend, unique_keys, unique)
         self._outbox = Outbox(backend, store, self._unique, self._clock)
+        self.retention = retention
         if declare:
             backend.declare(list(queues.values()))
 
@@ -163,6 +168,13 @@ class Workflows:
         """Re-publish outbox rows older than ``older_than`` seconds; how many."""
         before = self._clock.wall_ms() - int(older_than * 1000)
         return self.publish(self.store.unsent(before))
+
+    def expire(self, older_than: float | None = None) -> int:
+        """Delete finished workflows (succeeded, failed, cancelled) unchanged for
+        ``older_than`` seconds (default: :attr:`retention`), with their members; how many.
+        In batches: a call deletes at most 5,000 (a worker's sweep calls it again)."""
+        age = self.retention if older_than is None else older_than
+        return self.store.expire(self._clock.wall_ms() - int(age * 1000))
 
     def cancel(self, workflow_id: uuid.UUID | str) -> int | None:
         """Cancel every member not started yet; how many were published already (and are

@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 #: Seconds between sweeps of the outbox (the first is at the worker's start), on a
 #: ``queuey-workflow-sweep`` thread each.
 SWEEP_EVERY = 10.0
+#: Seconds between expiries of finished workflows, run with a sweep.
+EXPIRE_EVERY = 60.0
 #: Waits (seconds) before a member's start or end is tried again on a store error, before
 #: the member is held: a blip costs a moment, not a deferral. Short: it holds a job slot.
 RETRY_WAITS = (0.05,)
@@ -82,6 +84,7 @@ class WorkflowHook(WorkerHooks):
         self._active = False
         self._timer: Timer | None = None
         self._sweeping = threading.Lock()
+        self._next_expiry = 0.0
         self.started = 0
         """Workflows whose first member started on this worker."""
         self.finished = 0
@@ -119,16 +122,28 @@ class WorkflowHook(WorkerHooks):
             self._schedule(SWEEP_EVERY)
 
     def sweep(self) -> int:
-        """Re-publish what the outbox holds for longer than a publish takes; how many."""
+        """Re-publish what the outbox holds for longer than a publish takes; how many.
+        Every :data:`EXPIRE_EVERY` seconds, expire finished workflows first."""
         if not self._sweeping.acquire(blocking=False):
             return 0
         try:
+            self._expire()
             return self._workflows.sweep()
         except JobStoreError as exc:
             logger.warning("workflow outbox not swept: %s", exc)
             return 0
         finally:
             self._sweeping.release()
+
+    def _expire(self) -> None:
+        """Delete finished workflows past their retention, every :data:`EXPIRE_EVERY`."""
+        now = self._clock.monotonic()
+        if now < self._next_expiry:
+            return
+        self._next_expiry = now + EXPIRE_EVERY
+        gone = self._workflows.expire()
+        if gone:
+            logger.info("%d finished workflows expired", gone)
 
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
         """A job's event (the :class:`~queuey_core.worker.hooks.EnvelopeSink` protocol):

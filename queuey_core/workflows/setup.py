@@ -44,7 +44,14 @@ def workflows_for(settings: Settings, backend: Backend, *, declare: bool = True)
     # Members obey unique jobs as the producer's do: the same keys, the same declarations.
     unique = producer_options(backend, settings)
     store = open_workflow_store(url)
-    return Workflows(backend, settings.queue_set(), store, declare=declare, **unique)
+    return Workflows(
+        backend,
+        settings.queue_set(),
+        store,
+        declare=declare,
+        retention=settings.results.retention,
+        **unique,
+    )
 
 
 def workflow_hook_for(settings: Settings, backend: Backend) -> WorkflowHook | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -206,3 +207,28 @@ def test_a_unique_member_whose_key_is_free_runs_and_lets_its_key_go(rig: Rig) ->
     assert [n.result for n in done.nodes] == [8, 9]
     again = rig.producer().enqueue(Invoice(n=8))  # the member let its key go as it ran
     rig.h.wait_for(lambda: again in {r.job_id for r in rig.runs("wf.invoice")})
+
+
+def test_finished_workflows_expire_after_the_retention_and_running_ones_stay(rig: Rig) -> None:
+    rig.start()
+    done = rig.flows.start(Workflow(group(Add(x=1), Add(x=2)).then(step(Total()))))
+    failed = rig.flows.start(Workflow(chain(Boom(), Add(x=3))))
+    rig.wait_state(done, "succeeded")
+    rig.wait_state(failed, "failed")
+    release = threading.Event()
+
+    def held_until_released() -> None:
+        release.wait(30)
+
+    rig.before_total = held_until_released
+    running = rig.flows.start(Workflow(group(Add(x=4)).then(step(Total()))))
+    rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 2)  # its callback has started
+    assert rig.rows(done) == (1, 3, 2)
+    rig.h.elapse(20)  # past the retention below, on the backend's clock
+    assert rig.flows.expire(older_than=1.0) == 2, "the succeeded and the failed one"
+    assert rig.rows(done) == (0, 0, 0), "with every member and edge"
+    assert rig.rows(failed) == (0, 0, 0)
+    assert rig.flows.get(done) is None
+    assert rig.rows(running) == (1, 2, 1), "a running workflow stays, however old"
+    release.set()
+    rig.wait_state(running, "succeeded")

@@ -92,7 +92,7 @@ class Rig:
     """A worker with a :class:`WorkflowHook` on ``h``'s backend, workflows in ``url``,
     and a ledger of every handler run."""
 
-    def __init__(self, h: WorkerEnv, url: str) -> None:
+    def __init__(self, h: WorkerEnv, url: str, *, retention: float = 7 * 86400.0) -> None:
         self.h = h
         self.store = open_workflow_store(url)
         # Unique keys where a user's would be: the backend's own, else the job store's.
@@ -100,7 +100,12 @@ class Rig:
         if not isinstance(h.backend, HoldsUniqueKeys):
             self.unique_keys = open_unique_keys(url)
         self.flows = Workflows(
-            h.backend, h.queues, self.store, clock=h.clock, unique_keys=self.unique_keys
+            h.backend,
+            h.queues,
+            self.store,
+            clock=h.clock,
+            unique_keys=self.unique_keys,
+            retention=retention,
         )
         # A short hold: on RabbitMQ a held member's deferral takes real time.
         self.hook = WorkflowHook(self.flows, clock=h.clock, hold_for=0.3)
@@ -168,6 +173,22 @@ class Rig:
         self.store.close()
         if isinstance(self.unique_keys, SqlUniqueKeys):
             self.unique_keys.close()
+
+    def rows(self, workflow_id: uuid.UUID) -> tuple[int, int, int]:
+        """How many rows of ``workflow_id`` the store holds: its own, its members', and
+        its edges'."""
+        queries = (
+            "SELECT count(*) FROM {w} WHERE workflow_id = ?",
+            "SELECT count(*) FROM {m} WHERE workflow_id = ?",
+            "SELECT count(*) FROM {e} WHERE child IN "
+            "(SELECT job_id FROM {m} WHERE workflow_id = ?)",
+        )
+        counts = []
+        with self.store.transaction() as cur:
+            for query in queries:
+                cur.execute(self.store.sql(query), [str(workflow_id)])
+                counts.append(int(cur.fetchone()[0]))
+        return counts[0], counts[1], counts[2]
 
     def view(self, workflow_id: uuid.UUID) -> WorkflowView:
         found = self.flows.get(workflow_id)

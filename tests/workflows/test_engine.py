@@ -195,3 +195,22 @@ def test_a_member_whose_publish_fails_for_now_stays_in_the_outbox(rig: Rig) -> N
     view = rig.view(wid)
     assert view.state == "running", "a publish that may pass later fails nothing"
     assert [n.state for n in view.nodes] == ["ready", "ready"]
+
+
+def test_a_workers_sweep_expires_finished_workflows_after_the_retention(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(MemoryEnv(), f"sqlite:///{tmp_path}/flows.db", retention=3600.0)
+    try:
+        rig.start()
+        wid = rig.flows.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+        rig.wait_state(wid, "succeeded")
+        ended_at = rig.view(wid).updated_at
+        rig.h.elapse(1800)  # sweeps run, the retention is not over
+        rig.h.elapse(20)
+        assert rig.rows(wid) == (1, 2, 1), "kept while the retention runs"
+        rig.h.elapse(1900)
+        rig.h.wait_for(lambda: rig.rows(wid) == (0, 0, 0))
+        assert rig.h.clock.wall_ms() - ended_at >= 3600_000, "gone after the retention"
+    finally:
+        rig.stop()

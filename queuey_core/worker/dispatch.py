@@ -23,14 +23,12 @@ Then the seed's algorithm:
    (job override, else queue default) decides: retry with ``envelope.next_attempt()``
    after the backoff, or dead letter ("max attempts (N) exhausted ...").
 
-A hook that guards settles (:mod:`.end_guard`) and could not record a job's start or
-final end holds it: the job is deferred instead, attempt unchanged.
-
 A retry or deferral that cannot be built (a delay beyond what the broker holds, a
 counter at its limit, a policy that raises) is dead-lettered with the reason instead of
 attempted ("retry delay ... is beyond ...").
 
-Owns: choosing the settle for each outcome. Must never: raise out of
+Owns: choosing the settle for each outcome (a deferral, attempt unchanged, where a guard
+holds a start or an end it could not record: :mod:`.end_guard`). Must never: raise out of
 :meth:`Dispatcher.dispatch`, or leave a delivery unsettled because of what it holds or
 of a bug on the way (a last-resort dead letter, "worker error ..."). A settle the broker
 did not take is logged and counted in the :class:`WorkerHandle`: the broker still owns
@@ -215,7 +213,10 @@ class Dispatcher:
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
         if self._hooks.guards and (held := held_start(self._hooks.guards, env)) is not None:
-            return self._settle_outcome(delivery, route, held, fields)  # deferred, not run
+            self._settle_outcome(delivery, route, held, fields)  # deferred, not run
+            if route.is_async and route.limits is not None and self._gate is not None:
+                self._gate.release(fields["job_id"])  # as an async job's settle would
+            return
         self._hooks.started(delivery)
         (cancels := self._cancels).track(env.job_id, ctx.cancel_event)
         if route.is_async and self._aio is not None:  # to the event loop, settled there

@@ -7,20 +7,35 @@ In memory on the manual clock: the holds' delays pass as the clock is advanced.
 from __future__ import annotations
 
 import threading
+from typing import ClassVar
 
 from queuey_core import Envelope
 from queuey_core import Handler
+from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import Worker
 from queuey_core import WorkerHooks
+from queuey_core.flow.limit_gate import LimitGate
+from queuey_core.flow.limit_spec import LimitBook
+from queuey_core.flow.limit_spec import spec_from_table
+from queuey_core.flow.limit_state import LimitState
+from queuey_core.flow.limit_stores import in_process
 from queuey_core.worker.end_guard import Hold
 from tests.harness import Memory
+from tests.harness import MemoryEnv
 from tests.support import ALPHA
 from tests.support import Greet
 from tests.support import Orphan
 from tests.support import start
 from tests.support import wait_for
 from tests.worker.test_hooks import Record
+
+
+class Charge(Job):
+    NAME: ClassVar[str] = "test.guarded.charge"
+    QUEUE: ClassVar[str] = ALPHA
+    account: str
+    n: int
 
 
 class Guard(WorkerHooks):
@@ -98,3 +113,29 @@ def test_a_held_end_of_a_job_that_never_ran_defers_its_dead_letter(mem: Memory) 
     running.stop()
     assert guard.recorded == ["dead_lettered: no handler for job type 'test.orphan'"]
     assert backend.dead_letters(ALPHA)[0].envelope.deferrals == 1, "dead-lettered after the hold"
+
+
+def test_a_held_start_of_an_async_limited_job_gives_its_slot_back() -> None:
+    h = MemoryEnv()
+    book = LimitBook(
+        [spec_from_table("one", {"concurrency": 1, "key": "account", "jobs": [Charge.NAME]})]
+    )
+    gate = LimitGate(book, LimitState(in_process(), book), clock=h.clock)
+    ran: list[int] = []
+
+    async def charge(job: Charge, ctx: JobContext) -> None:
+        ran.append(job.n)
+
+    guard = Guard(starts=1)
+    handler = Handler(Charge, charge)
+    worker = Worker(h.backend, h.queues, [handler], clock=h.clock, hooks=[guard], limits=gate)
+    running = start(worker, h)
+    try:
+        h.producer().enqueue(Charge(account="acme", n=1))
+        h.wait_for(lambda: guard.asked != [])
+        h.producer().enqueue(Charge(account="acme", n=2))
+        h.wait_for(lambda: sorted(ran) == [1, 2])
+        assert ran == [2, 1], "the second ran while the first was held: the slot was free"
+    finally:
+        running.stop()
+        gate.close()

@@ -123,12 +123,13 @@ class WorkflowHook(WorkerHooks):
 
     def sweep(self) -> int:
         """Re-publish what the outbox holds for longer than a publish takes; how many.
-        Every :data:`EXPIRE_EVERY` seconds, expire finished workflows first."""
+        Every :data:`EXPIRE_EVERY` seconds, expire finished workflows too."""
         if not self._sweeping.acquire(blocking=False):
             return 0
         try:
+            sent = self._workflows.sweep()
             self._expire()
-            return self._workflows.sweep()
+            return sent
         except JobStoreError as exc:
             logger.warning("workflow outbox not swept: %s", exc)
             return 0

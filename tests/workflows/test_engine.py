@@ -13,6 +13,7 @@ import pytest
 
 from queuey_core import Backend
 from queuey_core import Envelope
+from queuey_core.errors import BackendError
 from queuey_core.errors import NotEnqueuedError
 from queuey_core.errors import UnroutableError
 from queuey_core.workflows import Workflow
@@ -188,13 +189,28 @@ def test_a_member_no_publish_can_send_fails_the_workflow_instead_of_waiting(rig:
     assert rig.runs("wf.boom") == []
 
 
-def test_a_member_whose_publish_fails_for_now_stays_in_the_outbox(rig: Rig) -> None:
-    lossy = LosesFirstPublish(rig.h.backend)
-    starter = Workflows(cast(Backend, lossy), rig.h.queues, rig.store, clock=rig.h.clock)
-    wid = starter.start(Workflow(group(Add(x=1), Add(x=2))))
+class BrokerDown(LosesFirstPublish):
+    """A backend whose first publish fails outright (a plain BackendError)."""
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        if not self.refused:
+            self.refused = True
+            raise BackendError("connection refused")
+        self._inner.publish_many(items)  # type: ignore[attr-defined]
+
+
+def test_a_member_whose_publish_fails_outright_waits_in_the_outbox_for_the_sweep(
+    rig: Rig,
+) -> None:
+    down = BrokerDown(rig.h.backend)
+    starter = Workflows(cast(Backend, down), rig.h.queues, rig.store, clock=rig.h.clock)
+    wid = starter.start(Workflow(group(Add(x=1), Add(x=2)).then(step(Total(), receives="parts"))))
     view = rig.view(wid)
     assert view.state == "running", "a publish that may pass later fails nothing"
-    assert [n.state for n in view.nodes] == ["ready", "ready"]
+    assert [n.state for n in view.nodes] == ["ready", "ready", "waiting"]
+    rig.start()
+    done = rig.wait_state(wid, "succeeded")
+    assert done.nodes[2].result == 3, "the sweep sent them once the broker answered"
 
 
 def test_a_workers_sweep_expires_finished_workflows_after_the_retention(

@@ -84,6 +84,9 @@ class WorkflowHook(WorkerHooks):
         self._active = False
         self._timer: Timer | None = None
         self._sweeping = threading.Lock()
+        self._lock = threading.Lock()
+        # Members whose end a guard call recorded: their end's event is not recorded again.
+        self._guarded: set[uuid.UUID] = set()
         self._next_expiry = 0.0
         self.started = 0
         """Workflows whose first member started on this worker."""
@@ -148,9 +151,29 @@ class WorkflowHook(WorkerHooks):
 
     def job_event(self, event: str, envelope: Any, ran: bool, text: str, result: object) -> None:
         """A job's event (the :class:`~queuey_core.worker.hooks.EnvelopeSink` protocol):
-        what its handler was told of earlier starts is forgotten once it ends a run."""
-        if event != "started" and envelope.workflow is not None:
-            _started_before.pop(envelope.job_id, None)
+        what its handler was told of earlier starts is forgotten once it ends a run, and
+        a final end no guard call recorded (a settle that could not even be built, and
+        is dead-lettered instead) is recorded here, as well as the store lets it."""
+        if envelope.workflow is None or event == "started":
+            return
+        job_id = envelope.job_id
+        _started_before.pop(job_id, None)
+        if event not in _OUTCOMES:
+            return  # a retry or a deferral: the member has not ended
+        with self._lock:
+            if job_id in self._guarded:
+                self._guarded.discard(job_id)
+                return
+        try:
+            self._try(lambda: self._record_end(event, envelope, text, result))
+        except JobStoreError as exc:
+            logger.error(
+                "workflow %s: the end of member %s was not recorded: %s",
+                envelope.workflow,
+                job_id,
+                exc,
+                extra={"job_id": str(job_id), "job_type": envelope.job_type},
+            )
 
     def hold_start(self, envelope: Any) -> Hold | None:
         """Count a member's start before its handler runs; a Hold when the store cannot
@@ -172,28 +195,35 @@ class WorkflowHook(WorkerHooks):
         store cannot record it (the member is deferred and ends again later)."""
         if envelope.workflow is None:
             return None
+        try:
+            self._try(lambda: self._record_end(event, envelope, text, result))
+        except JobStoreError as exc:
+            return self._hold(envelope, "end", exc)
+        with self._lock:  # its event, which follows, is not recorded again
+            self._guarded.add(envelope.job_id)
+        return None
+
+    def _record_end(self, event: str, envelope: Any, text: str, result: object) -> None:
+        """Record the final ``event`` of a member and publish what it made ready."""
         outcome = _OUTCOMES[event]
         kept = None
         if outcome == tables.SUCCEEDED and result is not None:
             kept, why = encode_result(result, MAX_RESULT)
             if kept is None:
                 logger.warning("workflow member's result not passed on: %s", why)
-        job_id = str(envelope.job_id)
-        try:
-            ending = self._try(
-                lambda: self._store.ended(
-                    job_id, outcome=outcome, result=kept, error=text, now=self._clock.wall_ms()
-                )
-            )
-        except JobStoreError as exc:
-            return self._hold(envelope, "end", exc)
+        ending = self._store.ended(
+            str(envelope.job_id),
+            outcome=outcome,
+            result=kept,
+            error=text,
+            now=self._clock.wall_ms(),
+        )
         if ending.workflow == tables.SUCCEEDED:
             self.finished += 1
         elif ending.workflow == tables.FAILED:
             self.failed += 1
         if ending.ready:
             self._workflows.publish(ending.ready)
-        return None
 
     def _hold(self, envelope: Any, what: str, exc: JobStoreError) -> Hold:
         self.held += 1

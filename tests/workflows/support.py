@@ -112,6 +112,8 @@ class Rig:
         self.ledger: list[Ran] = []
         self._lock = threading.Lock()
         self.heal = False
+        #: What Boom raises until healed.
+        self.boom_error: Exception = Fatal("boom")
         self.before_total: Callable[[], None] = lambda: None
         self.before_add: Callable[[], None] = lambda: None
         self._running: Running | None = None
@@ -136,7 +138,7 @@ class Rig:
         def boom(job: Boom, ctx: JobContext) -> int:
             self._note(job, ctx)
             if not self.heal:
-                raise Fatal("boom")
+                raise self.boom_error
             return job.x
 
         def mourn(job: Mourn, ctx: JobContext) -> None:

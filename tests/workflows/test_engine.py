@@ -14,6 +14,7 @@ import pytest
 from queuey_core import Backend
 from queuey_core import Envelope
 from queuey_core.errors import BackendError
+from queuey_core.errors import Deferred
 from queuey_core.errors import NotEnqueuedError
 from queuey_core.errors import UnroutableError
 from queuey_core.workflows import Workflow
@@ -230,3 +231,16 @@ def test_a_workers_sweep_expires_finished_workflows_after_the_retention(
         assert rig.h.clock.wall_ms() - ended_at >= 3600_000, "gone after the retention"
     finally:
         rig.stop()
+
+
+def test_a_member_dead_lettered_because_its_deferral_cannot_be_built_fails_the_workflow(
+    rig: Rig,
+) -> None:
+    bad = Deferred(1.0, "later")
+    bad.delay = float("nan")  # built around the check: the dispatcher dead-letters it
+    rig.boom_error = bad
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Boom(), Add(x=1))))
+    failed = rig.wait_state(wid, "failed")
+    assert failed.nodes[0].state == "failed"
+    assert "could not be scheduled" in failed.error, "the end no guard saw is recorded"

@@ -158,12 +158,11 @@ class WorkflowHook(WorkerHooks):
             return
         job_id = envelope.job_id
         _started_before.pop(job_id, None)
-        if event not in _OUTCOMES:
-            return  # a retry or a deferral: the member has not ended
         with self._lock:
-            if job_id in self._guarded:
-                self._guarded.discard(job_id)
-                return
+            guarded = job_id in self._guarded
+            self._guarded.discard(job_id)
+        if guarded or event not in _OUTCOMES:
+            return  # recorded already; or a retry or a deferral: the member goes on
         try:
             self._try(lambda: self._record_end(event, envelope, text, result))
         except JobStoreError as exc:

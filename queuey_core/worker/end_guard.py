@@ -6,9 +6,9 @@ its workflow: docs/workflows.md), so that losing the record would leave somethin
 waiting for ever. A guard records a job's start before its handler runs, and a job's
 final end (succeeded, dead-lettered, cancelled) before that settle is sent; when its
 record cannot be written it *holds* the job: the job is deferred instead (attempt
-unchanged, no failure counted, at its queue's top priority) and comes back when the
-hold's delay is over, to be recorded then. A held start never ran the handler; a held
-end runs it again, as any redelivery would.
+unchanged, no failure counted; at its queue's top priority, or at its own when it never
+ran) and comes back when the hold's delay is over, to be recorded then. A held start
+never ran the handler; a held end runs it again, as any redelivery would.
 
 Owns: :class:`SettleGuard` (the protocol: a hook with ``guards_settles = True``),
 :class:`Hold`, asking a worker's guards (:func:`held_start`, :func:`held_end`), and

@@ -121,7 +121,8 @@ class Outbox:
         """End each member of ``failed`` (job id -> error) as failed; what that made ready."""
         made: list[tuple[str, str]] = []
         for job_id, error in failed.items():
-            logger.error(
+            # An outcome the store records and the workflow's policy handles, not a fault.
+            logger.info(
                 "workflow member never enqueued: %s; it fails", error, extra={"job_id": job_id}
             )
             ending = self._store.ended(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from queuey_cli.common import JsonOption, backend, cli_errors, parse_json, state, usage
-from queuey_cli.output import Column, Exit, err, listing, print_json, say
+from queuey_cli.output import Column, Exit, err, error, listing, print_json, say
 
 if TYPE_CHECKING:
     from queuey_core.workflows import WorkflowView
@@ -48,9 +48,17 @@ def enqueue_workflow(ctx: typer.Context, source: str) -> None:
         raise usage(f"{source}: {exc}") from None
     flows = workflows_for(settings, backend(settings))
     try:
-        say(flows.start(described))
+        workflow_id = flows.start(described)
+        say(workflow_id)
+        view = flows.get(workflow_id)
     finally:
         flows.store.close()
+    if view is not None and view.state == "failed":
+        # A member refused at its first publish (a duplicate, unroutable): the truth is
+        # a workflow that exists and has failed, not a plain success.
+        error(f"workflow {workflow_id} failed as it started: {view.error}")
+        dup = view.error.startswith("duplicate of ")
+        raise typer.Exit(Exit.DUPLICATE if dup else Exit.FAILURE)
 
 
 def _parse(text: str) -> uuid.UUID:

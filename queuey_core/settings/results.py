@@ -32,7 +32,7 @@ class ResultsSettings(_Section):
     enabled: bool = True
     """``false`` turns recording off even on the embedded backend."""
     retention: Duration = 7 * 24 * 3600.0
-    """Records (and cancels) untouched this long are deleted."""
+    """Records (and cancels, and finished workflows) untouched this long are deleted."""
     max_result_size: int = Field(default=64 * 1024, ge=0)
     """Bytes of JSON a result may take; a larger one is not kept (the record says so)."""
     writer: Literal["auto", "thread", "process"] = "auto"

@@ -27,7 +27,8 @@ A retry or deferral that cannot be built (a delay beyond what the broker holds, 
 counter at its limit, a policy that raises) is dead-lettered with the reason instead of
 attempted ("retry delay ... is beyond ...").
 
-Owns: choosing the settle for each outcome. Must never: raise out of
+Owns: choosing the settle for each outcome (a deferral, attempt unchanged, where a guard
+holds a start or an end it could not record: :mod:`.end_guard`). Must never: raise out of
 :meth:`Dispatcher.dispatch`, or leave a delivery unsettled because of what it holds or
 of a bug on the way (a last-resort dead letter, "worker error ..."). A settle the broker
 did not take is logged and counted in the :class:`WorkerHandle`: the broker still owns
@@ -58,6 +59,13 @@ from queuey_core.queues import QueueConfig
 from queuey_core.retry import GiveUp, RetryPolicy
 from queuey_core.worker.admission import refusal
 from queuey_core.worker.cancels import NOT_RUN, CancelEvent, Cancels
+from queuey_core.worker.end_guard import (
+    end_unrun,
+    fatal_reason,
+    give_up_reason,
+    held_end,
+    held_start,
+)
 from queuey_core.worker.handle import WorkerHandle
 from queuey_core.worker.hooks import HookRunner
 from queuey_core.worker.limited import run_limited
@@ -155,41 +163,29 @@ class Dispatcher:
                 extra=fields,
             )
             reason = f"redelivered {redeliveries} times without being settled"
-            self._hooks.dead_lettered(delivery, reason)
-            self.settle(delivery.dead_letter, (reason,), fields)
-            return
+            return end_unrun(self._hooks, self.settle, delivery, reason, fields)
         if env.queue != queue:
             logger.error("envelope names another queue; dead-lettering", extra=fields)
             reason = (
                 f"envelope queue {env.queue!r} is not the queue it was delivered from ({queue!r})"
             )
-            self._hooks.dead_lettered(delivery, reason)
-            self.settle(delivery.dead_letter, (reason,), fields)
-            return
+            return end_unrun(self._hooks, self.settle, delivery, reason, fields)
         if env.job_id in self._cancels:  # `queuey cancel`: acked unrun
-            self._hooks.cancelled(delivery, NOT_RUN)
-            return self.settle(delivery.ack, (), fields)
+            return end_unrun(self._hooks, self.settle, delivery, NOT_RUN, fields, "cancelled")
         route = self._routes.get(env.job_type)
         if route is None:
             logger.warning("no handler registered; dead-lettering", extra=fields)
-            self._hooks.dead_lettered(delivery, f"no handler for job type {env.job_type!r}")
-            self.settle(
-                delivery.dead_letter, (f"no handler for job type {env.job_type!r}",), fields
-            )
-            return
+            reason = f"no handler for job type {env.job_type!r}"
+            return end_unrun(self._hooks, self.settle, delivery, reason, fields)
         refused = refusal(env, queue, route.queue)
         if refused is not None:
             logger.error("%s; dead-lettering", refused, extra=fields)
-            self._hooks.dead_lettered(delivery, refused)
-            self.settle(delivery.dead_letter, (refused,), fields)
-            return
+            return end_unrun(self._hooks, self.settle, delivery, refused, fields)
         try:
             job = env.decode_job(route.job_type)
         except DecodeError as exc:
             logger.error("payload does not fit the job model: %s", exc, extra=fields)
-            self._hooks.dead_lettered(delivery, f"decode error: {exc}")
-            self.settle(delivery.dead_letter, (f"decode error: {exc}",), fields)
-            return
+            return end_unrun(self._hooks, self.settle, delivery, f"decode error: {exc}", fields)
         if route.limits is not None and self._gate is not None:
             run = functools.partial(self._run, delivery, route, job, fields)
             args = (self._gate, delivery, route.limits, job, fields)
@@ -216,6 +212,11 @@ class Dispatcher:
         )
         timeout = route.queue.job_timeout or self._job_timeout
         logger.debug("running job", extra=fields)
+        if self._hooks.guards and (held := held_start(self._hooks.guards, env)) is not None:
+            self._settle_outcome(delivery, route, held, fields)  # deferred, not run
+            if route.is_async and route.limits is not None and self._gate is not None:
+                self._gate.release(fields["job_id"])  # as an async job's settle would
+            return
         self._hooks.started(delivery)
         (cancels := self._cancels).track(env.job_id, ctx.cancel_event)
         if route.is_async and self._aio is not None:  # to the event loop, settled there
@@ -306,6 +307,8 @@ class Dispatcher:
     def _settle_outcome(
         self, delivery: Delivery, route: Route, outcome: Outcome, fields: dict[str, Any]
     ) -> None:
+        if self._hooks.guards:  # an end a guard could not record is deferred instead
+            outcome = held_end(self._hooks.guards, delivery.envelope, route.policy, outcome)
         try:
             operation, args = self._decide(delivery, route, outcome, fields)
         except Exception as exc:
@@ -337,8 +340,8 @@ class Dispatcher:
             return delivery.ack, ()
         if kind is Kind.FATAL:
             logger.error("job failed fatally: %s", outcome.error, extra=_failed(fields, outcome))
-            self._hooks.dead_lettered(delivery, f"fatal error: {outcome.error}", outcome.error)
-            return delivery.dead_letter, (f"fatal error: {outcome.error}",)
+            self._hooks.dead_lettered(delivery, fatal_reason(outcome.error), outcome.error)
+            return delivery.dead_letter, (fatal_reason(outcome.error),)
         env = delivery.envelope
         if kind is Kind.DEFERRED:
             # Nothing failed: the attempt stays, the policy is not consulted, and the job
@@ -355,10 +358,7 @@ class Dispatcher:
                 outcome.error,
                 extra=_failed(fields, outcome),
             )
-            reason = (
-                f"max attempts ({route.policy.max_attempts}) exhausted after attempt "
-                f"{env.attempt}: {outcome.error}"
-            )
+            reason = give_up_reason(route.policy, env.attempt, outcome.error)
             self._hooks.dead_lettered(delivery, reason, outcome.error)
             return delivery.dead_letter, (reason,)
         check_delay(decision.delay, "retry delay")

@@ -22,6 +22,7 @@ from typing import Any, Protocol, cast
 
 from queuey_core.backends.base import Delivery
 from queuey_core.clock import Clock
+from queuey_core.worker.end_guard import SettleGuard, guards_of
 from queuey_core.worker.running import RunningWorker
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,8 @@ class HookRunner:
         self._counts = counts
         sinks = [h for h in self._hooks if getattr(h, "takes_envelopes", False) is True]
         self._sinks = tuple(cast(EnvelopeSink, h) for h in sinks)
+        #: The hooks that record starts and ends before the worker acts (:mod:`.end_guard`).
+        self.guards: tuple[SettleGuard, ...] = guards_of(self._hooks)
         others = tuple(h for h in self._hooks if not any(h is s for s in sinks))
         self._calls = {
             name: _overriding(self._hooks if name in _WORKER_EVENTS else others, name)

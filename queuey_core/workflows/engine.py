@@ -1,9 +1,9 @@
 """Starting, publishing, sweeping and cancelling workflows: :class:`Workflows`.
 
 Owns: turning a :class:`~.shapes.Workflow` into member rows (each member an ordinary
-job with a job id fixed at the start and the workflow's id in its envelope), publishing
-what a transaction put in the outbox and marking it sent, the sweep that re-publishes
-what a crash left unsent, and cancelling. Must never: publish inside a store
+job with a job id fixed at the start, its unique keys marked, and the workflow's id in
+its envelope), publishing what a transaction put in the outbox (:mod:`.outbox`), the
+sweep that re-publishes what a crash left unsent, and cancelling. Must never: publish inside a store
 transaction, nor publish a member the store has not made ready first (the store
 decides; this module only carries envelopes out).
 """
@@ -12,27 +12,29 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from queuey_core.backends.base import Backend
 from queuey_core.backends.capabilities import SupportsCancellation
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.envelope import Envelope
-from queuey_core.errors import BackendError, QueueyError
+from queuey_core.errors import BackendError
 from queuey_core.first_attempts import make_envelope
+from queuey_core.flow.unique import Unique
+from queuey_core.flow.unique_claims import UniqueClaims
+from queuey_core.flow.unique_keys import UniqueKeys
 from queuey_core.queues import QueueSet
+from queuey_core.results.store import DEFAULT_RETENTION
 from queuey_core.uuid7 import uuid7
 from queuey_core.workflows import tables
+from queuey_core.workflows.outbox import Outbox
 from queuey_core.workflows.shapes import Planned, Workflow
 from queuey_core.workflows.sql import NewMember
 from queuey_core.workflows.store import WorkflowStore
 
 logger = logging.getLogger(__name__)
 
-#: Envelopes published per call of the backend's publish_many.
-PUBLISH_CHUNK = 1000
 #: Seconds an outbox row waits before a sweep re-publishes it: longer than a publish
 #: takes, so that a sweep seldom doubles one that is on its way.
 SWEEP_AFTER = 5.0
@@ -76,7 +78,9 @@ class Workflows:
 
     :meth:`start` is one transaction: when it returns, the workflow exists and its first
     members are in the outbox; they are published at once, and should that fail, by the
-    sweep of any worker recording workflows (:data:`SWEEP_AFTER`).
+    sweep of any worker recording workflows (:data:`SWEEP_AFTER`). Finished workflows
+    are deleted after ``retention`` seconds unchanged (:meth:`expire`; the job store's
+    ``[results] retention`` when made from the settings).
     """
 
     def __init__(
@@ -87,11 +91,19 @@ class Workflows:
         *,
         clock: Clock | None = None,
         declare: bool = True,
+        unique_keys: UniqueKeys | None = None,
+        unique: Mapping[str, Unique] | None = None,
+        retention: float = DEFAULT_RETENTION,
     ) -> None:
         self._backend = backend
         self._queues = queues
         self.store = store
         self._clock: Clock = clock or SystemClock()
+        # Members obey unique jobs as a producer's jobs do (the backend's own keys, else
+        # ``unique_keys``): claimed as each is published.
+        self._unique = UniqueClaims.of(backend, unique_keys, unique)
+        self._outbox = Outbox(backend, store, self._unique, self._clock)
+        self.retention = retention
         if declare:
             backend.declare(list(queues.values()))
 
@@ -132,6 +144,7 @@ class Workflows:
         after: list[uuid.UUID],
     ) -> NewMember:
         env = make_envelope(planned.job, self._queues, enqueued_at=now, job_id=job_id)
+        env = self._unique.mark(env, type(planned.job), None)
         env = env.model_copy(update={"workflow": workflow_id})
         return NewMember(
             str(job_id),
@@ -145,30 +158,23 @@ class Workflows:
         )
 
     def publish(self, ready: Sequence[tuple[str, str]]) -> int:
-        """Publish outbox rows and mark them sent; how many went out. A publish that
-        fails is logged and left in the outbox for the sweep: never raised, since the
-        store already holds the truth."""
-        sent = 0
-        for i in range(0, len(ready), PUBLISH_CHUNK):
-            chunk = ready[i : i + PUBLISH_CHUNK]
-            try:
-                envelopes = [Envelope.decode(body.encode()) for _, body in chunk]
-                self._backend.publish_many([(env, None) for env in envelopes])
-                self.store.mark_sent([job_id for job_id, _ in chunk])
-            except QueueyError as exc:
-                logger.warning(
-                    "workflow members not published yet (the sweep will): %s",
-                    exc,
-                    extra={"job_id": chunk[0][0]},
-                )
-                return sent
-            sent += len(chunk)
-        return sent
+        """Publish outbox rows and mark them sent; how many went out. A member no
+        publish can send (a duplicate, an unroutable job) fails; one not sent now is left
+        in the outbox for the sweep (:class:`~.outbox.Outbox`). Never raises: the store
+        already holds the truth."""
+        return self._outbox.publish(ready)
 
     def sweep(self, older_than: float = SWEEP_AFTER) -> int:
         """Re-publish outbox rows older than ``older_than`` seconds; how many."""
         before = self._clock.wall_ms() - int(older_than * 1000)
         return self.publish(self.store.unsent(before))
+
+    def expire(self, older_than: float | None = None) -> int:
+        """Delete finished workflows (succeeded, failed, cancelled) unchanged for
+        ``older_than`` seconds (default: :attr:`retention`), with their members; how many.
+        In batches: a call deletes at most 5,000 (a worker's sweep calls it again)."""
+        age = self.retention if older_than is None else older_than
+        return self.store.expire(self._clock.wall_ms() - int(age * 1000))
 
     def cancel(self, workflow_id: uuid.UUID | str) -> int | None:
         """Cancel every member not started yet; how many were published already (and are

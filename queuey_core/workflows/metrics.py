@@ -19,11 +19,11 @@ class Counts(Protocol):
     started: int
     finished: int
     failed: int
-    unrecorded: int
+    held: int
 
 
 class WorkflowCollector(Collector):
-    """``queuey_workflows_{started,finished,failed,unrecorded}_total``."""
+    """``queuey_workflows_{started,finished,failed,held}_total``."""
 
     def __init__(self, hook: Counts) -> None:
         self._hook = hook
@@ -46,7 +46,8 @@ class WorkflowCollector(Collector):
             value=hook.failed,
         )
         yield CounterMetricFamily(
-            "queuey_workflows_unrecorded",
-            "Workflow member ends this worker could not record (the store stayed down).",
-            value=hook.unrecorded,
+            "queuey_workflows_held",
+            "Workflow member starts and ends the store could not record: each member "
+            "was deferred, to be recorded when it comes back.",
+            value=hook.held,
         )

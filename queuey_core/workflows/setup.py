@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from queuey_core.backends.base import Backend
 from queuey_core.errors import ConfigError
+from queuey_core.flow.unique_setup import producer_options
 from queuey_core.results.setup import results_url
 from queuey_core.settings import Settings
 from queuey_core.workflows.engine import Workflows
@@ -40,7 +41,17 @@ def workflows_for(settings: Settings, backend: Backend, *, declare: bool = True)
     url = workflow_url(settings)
     if url is None:
         raise ConfigError(NO_WORKFLOW_STORE)
-    return Workflows(backend, settings.queue_set(), open_workflow_store(url), declare=declare)
+    # Members obey unique jobs as the producer's do: the same keys, the same declarations.
+    unique = producer_options(backend, settings)
+    store = open_workflow_store(url)
+    return Workflows(
+        backend,
+        settings.queue_set(),
+        store,
+        declare=declare,
+        retention=settings.results.retention,
+        **unique,
+    )
 
 
 def workflow_hook_for(settings: Settings, backend: Backend) -> WorkflowHook | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from queuey_core.errors import ConfigError
 from queuey_core.results.sql_connections import SqlConnections, open_sql
-from queuey_core.workflows import sql
+from queuey_core.workflows import expiry, sql
 from queuey_core.workflows.sql import Ending, NewMember
 from queuey_core.workflows.tables import Sql, tables
 
@@ -25,6 +25,8 @@ class WorkflowStore:
     def __init__(self, db: SqlConnections) -> None:
         self._db = db
         self._sql = Sql(prefix=db.prefix, postgres=db.postgres)
+        #: How this store's database spells a statement on the tables (for readers).
+        self.sql = self._sql
         self.shown = db.shown
         self.transaction = db.transaction
 
@@ -75,6 +77,18 @@ class WorkflowStore:
         """Cancel a workflow; the job ids published and not started (None: unknown)."""
         with self.transaction() as cur:
             return sql.cancel(cur, self._sql, workflow_id, now)
+
+    def expire(self, before: int, *, batch: int = 100, batches: int = 50) -> int:
+        """Delete finished workflows last changed before ``before`` (ms), ``batch`` in
+        each transaction, at most ``batches`` transactions; how many went."""
+        gone = 0
+        for _ in range(batches):
+            with self.transaction() as cur:
+                went = expiry.expire(cur, self._sql, before, batch)
+            gone += went
+            if went < batch:
+                break
+        return gone
 
     def read(self, workflow_id: str) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]] | None:
         """The workflow row and its member rows (:func:`.sql.workflow`, :func:`.sql.members`)."""

@@ -62,6 +62,8 @@ def tables(prefix: str = "") -> tuple[str, ...]:
             starts INTEGER NOT NULL DEFAULT 0,
             ready_at BIGINT
         )""",
+        # Expiry reads the oldest finished workflows first.
+        f"CREATE INDEX IF NOT EXISTS queuey_workflows_updated ON {w} (updated_at)",
         f"CREATE INDEX IF NOT EXISTS queuey_workflow_members_workflow ON {m} "
         "(workflow_id, position)",
         # Partial: the outbox's sweep reads only what is waiting to be published.

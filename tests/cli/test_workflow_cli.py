@@ -126,3 +126,20 @@ def test_an_unknown_workflow_is_exit_7_and_a_malformed_id_exit_2(project: Projec
     assert missing.returncode == 7
     assert "no workflow" in missing.stderr
     assert project.run("workflow", "cancel", "not-an-id").returncode == 2
+
+
+def test_a_workflow_whose_member_is_a_duplicate_at_its_start_says_so_and_exits_9(
+    project: Project,
+) -> None:
+    (project.root / "queuey.toml").write_text(CONFIG + '\n[unique.greet]\nkey = ["name"]\n')
+    held = project.run("enqueue", "greet", '{"name": "ada"}')
+    assert held.returncode == 0, held.stderr
+    holder = held.stdout.strip()
+    started = project.run("enqueue", "--workflow", "-", stdin=json.dumps(FLOW))
+    assert started.returncode == 9, started.stderr
+    workflow_id = started.stdout.strip()
+    last = started.stderr.strip().splitlines()[-1]
+    assert last == f"error: workflow {workflow_id} failed as it started: duplicate of {holder}"
+    shown = project.shown(workflow_id)
+    assert shown["state"] == "failed"
+    assert [n["state"] for n in shown["nodes"]] == ["failed", "halted", "halted"]

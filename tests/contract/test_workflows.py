@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +26,7 @@ from tests.conftest import backend_env
 from tests.support import BETA
 from tests.workflows.support import Add
 from tests.workflows.support import Boom
+from tests.workflows.support import Invoice
 from tests.workflows.support import Mourn
 from tests.workflows.support import Rig
 from tests.workflows.support import Total
@@ -151,3 +153,82 @@ def test_cancelling_a_workflow_cancels_every_member_not_yet_started(rig: Rig) ->
     rig.h.elapse(1)
     assert rig.flows.cancel("00000000-0000-0000-0000-000000000000") is None
     assert rig.view(wid).nodes[1].state == "cancelled", "nothing after it was enqueued"
+
+
+def test_a_members_end_while_the_store_is_down_is_held_until_the_store_records_it(
+    rig: Rig,
+) -> None:
+    down = rig.store_down("ended")
+    rig.start()
+    shape = group(Add(x=1), Add(x=2)).then(step(Total(), receives="parts"))
+    wid = rig.flows.start(Workflow(shape))
+    # Each member ran and its end was refused, more than once: held, deferred, run again.
+    rig.h.wait_for(lambda: len(rig.runs("wf.add")) >= 4 and rig.hook.held >= 4)
+    assert rig.view(wid).state == "running"
+    assert rig.runs("wf.total") == [], "no callback while the ends are not recorded"
+    down.back()
+    done = rig.wait_state(wid, "succeeded")
+    rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 1)
+    assert rig.runs("wf.total")[0].payload["parts"] == [1, 2], "both ends were recorded"
+    told: dict[object, list[bool]] = {}
+    for run in rig.runs("wf.add"):
+        told.setdefault(run.job_id, []).append(run.started_before)
+    assert all(t == [False] + [True] * (len(t) - 1) for t in told.values()), "reruns are told"
+    assert [n.state for n in done.nodes] == ["succeeded"] * 3
+    rig.h.elapse(1)
+    assert len(rig.runs("wf.total")) == 1, "the callback ran once"
+
+
+def test_a_member_refused_as_a_duplicate_fails_the_workflow_by_its_policy(rig: Rig) -> None:
+    holder = rig.producer().enqueue(Invoice(n=7))  # holds the key while it is queued
+    shape = group(Invoice(n=7), Add(x=2)).then(step(Total(), receives="parts"))
+    errback = step(Mourn(), receives="failure")
+    wid = rig.flows.start(Workflow(shape, on_failure="cancel", on_error=errback))
+    failed = rig.view(wid)
+    assert failed.state == "failed", "refused at its publish: the workflow fails at once"
+    assert failed.nodes[0].state == "failed"
+    assert failed.nodes[0].error == f"duplicate of {holder}", "says which job holds the key"
+    assert failed.nodes[2].state == "halted", "the callback will not run"
+    rig.start()
+    rig.h.wait_for(lambda: len(rig.runs("wf.mourn")) == 1 and len(rig.runs("wf.invoice")) == 1)
+    told = rig.runs("wf.mourn")[0].payload["failure"]
+    assert told["error"] == f"duplicate of {holder}"
+    assert [r.job_id for r in rig.runs("wf.invoice")] == [holder], "only the holder ran"
+    rig.h.wait_for(lambda: rig.view(wid).nodes[1].state == "succeeded")
+    rig.h.elapse(1)
+    assert rig.runs("wf.total") == []
+    assert len(rig.runs("wf.mourn")) == 1, "the error callback ran once"
+
+
+def test_a_unique_member_whose_key_is_free_runs_and_lets_its_key_go(rig: Rig) -> None:
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Invoice(n=8), step(Add(x=1), receives="prev"))))
+    done = rig.wait_state(wid, "succeeded")
+    assert [n.result for n in done.nodes] == [8, 9]
+    again = rig.producer().enqueue(Invoice(n=8))  # the member let its key go as it ran
+    rig.h.wait_for(lambda: again in {r.job_id for r in rig.runs("wf.invoice")})
+
+
+def test_finished_workflows_expire_after_the_retention_and_running_ones_stay(rig: Rig) -> None:
+    rig.start()
+    done = rig.flows.start(Workflow(group(Add(x=1), Add(x=2)).then(step(Total()))))
+    failed = rig.flows.start(Workflow(chain(Boom(), Add(x=3))))
+    rig.wait_state(done, "succeeded")
+    rig.wait_state(failed, "failed")
+    release = threading.Event()
+
+    def held_until_released() -> None:
+        release.wait(30)
+
+    rig.before_total = held_until_released
+    running = rig.flows.start(Workflow(group(Add(x=4)).then(step(Total()))))
+    rig.h.wait_for(lambda: len(rig.runs("wf.total")) == 2)  # its callback has started
+    assert rig.rows(done) == (1, 3, 2)
+    rig.h.elapse(5)  # past the retention below, on the backend's clock
+    assert rig.flows.expire(older_than=0.3) == 2, "the succeeded and the failed one"
+    assert rig.rows(done) == (0, 0, 0), "with every member and edge"
+    assert rig.rows(failed) == (0, 0, 0)
+    assert rig.flows.get(done) is None
+    assert rig.rows(running) == (1, 2, 1), "a running workflow stays, however old"
+    release.set()
+    rig.wait_state(running, "succeeded")

@@ -13,7 +13,10 @@ import pytest
 
 from queuey_core import Backend
 from queuey_core import Envelope
+from queuey_core.errors import BackendError
+from queuey_core.errors import Deferred
 from queuey_core.errors import NotEnqueuedError
+from queuey_core.errors import UnroutableError
 from queuey_core.workflows import Workflow
 from queuey_core.workflows import Workflows
 from queuey_core.workflows import WorkflowStore
@@ -25,6 +28,8 @@ from queuey_core.workflows.sql import Ending
 from queuey_core.workflows.sql import NewMember
 from tests.harness import MemoryEnv
 from tests.workflows.support import Add
+from tests.workflows.support import Boom
+from tests.workflows.support import Mourn
 from tests.workflows.support import Rig
 from tests.workflows.support import Total
 
@@ -145,3 +150,97 @@ def test_a_job_outside_a_workflow_is_never_recorded(rig: Rig) -> None:
         cur.execute("SELECT count(*) FROM queuey_workflow_members WHERE job_id = ?", [str(job_id)])
         assert cur.fetchone()[0] == 0
     assert rig.runs("wf.add")[0].started_before is False
+
+
+def test_a_member_whose_start_cannot_be_counted_waits_unrun_until_it_can(rig: Rig) -> None:
+    down = rig.store_down("started")
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+    rig.h.wait_for(lambda: rig.hook.held >= 3)
+    assert rig.runs("wf.add") == [], "never run while its start is not counted"
+    down.back()
+    done = rig.wait_state(wid, "succeeded")
+    assert [n.starts for n in done.nodes] == [1, 1], "each start counted once"
+    assert [r.started_before for r in rig.runs("wf.add")] == [False, False]
+
+
+class Unroutable(LosesFirstPublish):
+    """A backend with no queue for ``wf.boom``: its publish can never succeed."""
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        refused = [e.job_id for e, _ in items if e.job_type == "wf.boom"]
+        routed = [(e, d) for e, d in items if e.job_id not in refused]
+        self._inner.publish_many(routed)  # type: ignore[attr-defined]
+        if refused:
+            confirmed = [e.job_id for e, _ in routed]
+            raise UnroutableError("no queue for it", not_enqueued=refused, confirmed=confirmed)
+
+
+def test_a_member_no_publish_can_send_fails_the_workflow_instead_of_waiting(rig: Rig) -> None:
+    starter = Workflows(cast(Backend, Unroutable(rig.h.backend)), rig.h.queues, rig.store)
+    shape = group(Boom(), Add(x=2))
+    wid = starter.start(Workflow(shape, on_error=step(Mourn(), receives="failure")))
+    failed = rig.view(wid)
+    assert failed.state == "failed"
+    assert failed.nodes[0].state == "failed"
+    assert failed.nodes[0].error.startswith("not enqueued: no queue for it")
+    assert failed.nodes[1].state == "sent", "the other member went out"
+    rig.start()
+    rig.h.wait_for(lambda: len(rig.runs("wf.mourn")) == 1 and len(rig.runs("wf.add")) == 1)
+    assert rig.runs("wf.boom") == []
+
+
+class BrokerDown(LosesFirstPublish):
+    """A backend whose first publish fails outright (a plain BackendError)."""
+
+    def publish_many(self, items: Sequence[tuple[Envelope, float | None]]) -> None:
+        if not self.refused:
+            self.refused = True
+            raise BackendError("connection refused")
+        self._inner.publish_many(items)  # type: ignore[attr-defined]
+
+
+def test_a_member_whose_publish_fails_outright_waits_in_the_outbox_for_the_sweep(
+    rig: Rig,
+) -> None:
+    down = BrokerDown(rig.h.backend)
+    starter = Workflows(cast(Backend, down), rig.h.queues, rig.store, clock=rig.h.clock)
+    wid = starter.start(Workflow(group(Add(x=1), Add(x=2)).then(step(Total(), receives="parts"))))
+    view = rig.view(wid)
+    assert view.state == "running", "a publish that may pass later fails nothing"
+    assert [n.state for n in view.nodes] == ["ready", "ready", "waiting"]
+    rig.start()
+    done = rig.wait_state(wid, "succeeded")
+    assert done.nodes[2].result == 3, "the sweep sent them once the broker answered"
+
+
+def test_a_workers_sweep_expires_finished_workflows_after_the_retention(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(MemoryEnv(), f"sqlite:///{tmp_path}/flows.db", retention=3600.0)
+    try:
+        rig.start()
+        wid = rig.flows.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+        rig.wait_state(wid, "succeeded")
+        ended_at = rig.view(wid).updated_at
+        rig.h.elapse(1800)  # sweeps run, the retention is not over
+        rig.h.elapse(20)
+        assert rig.rows(wid) == (1, 2, 1), "kept while the retention runs"
+        rig.h.elapse(1900)
+        rig.h.wait_for(lambda: rig.rows(wid) == (0, 0, 0))
+        assert rig.h.clock.wall_ms() - ended_at >= 3600_000, "gone after the retention"
+    finally:
+        rig.stop()
+
+
+def test_a_member_dead_lettered_because_its_deferral_cannot_be_built_fails_the_workflow(
+    rig: Rig,
+) -> None:
+    bad = Deferred(1.0, "later")
+    bad.delay = float("nan")  # built around the check: the dispatcher dead-letters it
+    rig.boom_error = bad
+    rig.start()
+    wid = rig.flows.start(Workflow(chain(Boom(), Add(x=1))))
+    failed = rig.wait_state(wid, "failed")
+    assert failed.nodes[0].state == "failed"
+    assert "could not be scheduled" in failed.error, "the end no guard saw is recorded"

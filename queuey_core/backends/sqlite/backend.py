@@ -293,6 +293,9 @@ class SqliteBackend(
             with self._db.write() as conn:
                 if abandoned:
                     messages.release(conn, owner=self.owner, ids=sorted(abandoned))
+                    # Our own commit does not change the file's data_version for us:
+                    # without a wake, this process would not claim the rows it gave back.
+                    self._pump.wake()
                 held = messages.renew(conn, owner=self.owner, until=now + self._lease_ms)
                 self._writer.consumer_seen([(s.tag, s.queue) for s in subs], conn)
                 self._control.seen(conn, now)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from queuey_core import BackendError
 from queuey_core import NotEnqueuedError
 from queuey_core import QueueConfig
 from queuey_core.backends.sqlite import SqliteBackend
@@ -22,6 +23,8 @@ from tests.backends.sqlite.files import WrappedConnection
 from tests.backends.sqlite.files import declared
 from tests.backends.sqlite.files import job_envelope
 from tests.backends.sqlite.files import rows_in_file
+from tests.support import Got
+from tests.support import wait_for
 
 Q = QueueConfig("locks", prefetch=8)
 
@@ -138,3 +141,29 @@ class FailingBegin(WrappedConnection):
             exc.sqlite_errorcode = sqlite3.SQLITE_IOERR
             raise exc
         return super().execute(sql, *args)
+
+
+def test_a_settle_refused_by_a_lock_gives_the_row_back_to_this_same_process(
+    url: str,
+) -> None:
+    """The row of a settle the lock refused is released by the next renewal, and this
+    process claims it again: its own commit does not change the file's data_version
+    for it, so the release wakes its pump (it used to sit unclaimed until another
+    process wrote to the file)."""
+    backend = SqliteBackend(f"{url}&lease=1")
+    other = sqlite3.connect(parse_url(url).path, isolation_level=None, check_same_thread=False)
+    try:
+        backend.declare([Q])
+        backend.publish(job_envelope(Q.name))
+        got = Got()
+        backend.consume(Q, got)
+        wait_for(lambda: len(got) == 1, timeout=5)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(BackendError):
+            got.items[0].ack()
+        other.execute("ROLLBACK")
+        wait_for(lambda: len(got) == 2, timeout=5)
+        assert got.items[1].redelivered, "the same row, delivered again"
+    finally:
+        other.close()
+        backend.close()

@@ -2,8 +2,11 @@
 still finishes, its callback is made once and told on every repeated start, and no
 member runs more often than at-least-once allows (docs/workflows.md, "Guarantees").
 
+On the file, on RabbitMQ with a SQLite store, and on RabbitMQ with a PostgreSQL store.
 The size is ``QUEUEY_TEST_WORKFLOW_KILLS`` (``WORKFLOWSxMEMBERS``, default ``200x50``,
-the issue's); CI on two loaded cores may run it smaller. Slow: real processes.
+the issue's); on PostgreSQL, where each end is a few round trips,
+``QUEUEY_TEST_WORKFLOW_KILLS_PG`` (default ``60x25``, about a minute). CI on two loaded
+cores may run them smaller. Slow: real processes.
 """
 
 from __future__ import annotations
@@ -12,10 +15,10 @@ import collections
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +28,12 @@ from queuey_core.backends.rabbitmq import RabbitMQBackend
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.workflows import Workflow
 from queuey_core.workflows import Workflows
+from queuey_core.workflows import WorkflowStore
 from queuey_core.workflows import group
 from queuey_core.workflows import open_workflow_store
 from queuey_core.workflows import step
+from tests.backend_kinds import PG_URL
+from tests.backend_kinds import drop_schema
 from tests.conftest import require_broker
 from tests.harness import AMQP_URL
 from tests.integration.broker import delete_queues
@@ -45,8 +51,11 @@ WORKERS = 3
 DEADLINE = 900.0
 
 
-def size() -> tuple[int, int]:
-    text = os.environ.get("QUEUEY_TEST_WORKFLOW_KILLS", "200x50")
+def size(where: str) -> tuple[int, int]:
+    if where == "rabbitmq+postgres":  # a member's end costs ~15 ms there: sized for ~60 s
+        text = os.environ.get("QUEUEY_TEST_WORKFLOW_KILLS_PG", "60x25")
+    else:
+        text = os.environ.get("QUEUEY_TEST_WORKFLOW_KILLS", "200x50")
     workflows, members = text.lower().split("x")
     return int(workflows), int(members)
 
@@ -89,21 +98,28 @@ class Fleet:
         self.log.close()
 
 
-def finished(db: Path) -> int:
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT count(*) FROM queuey_workflows WHERE state = 'succeeded'")
-        return int(row.fetchone()[0])
+def query(store: WorkflowStore, text: str) -> list[tuple[Any, ...]]:
+    """The rows of ``text`` ({w}, {m}: the workflow tables) in ``store``."""
+    with store.transaction() as cur:
+        cur.execute(store.sql(text))
+        return [tuple(r) for r in cur.fetchall()]
 
 
-@pytest.mark.parametrize("where", ["sqlite", "rabbitmq+sqlite"])
+def finished(store: WorkflowStore) -> int:
+    return int(query(store, "SELECT count(*) FROM {w} WHERE state = 'succeeded'")[0][0])
+
+
+@pytest.mark.parametrize("where", ["sqlite", "rabbitmq+sqlite", "rabbitmq+postgres"])
 def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
     tmp_path: Path, where: str
 ) -> None:
-    count, members = size()
+    count, members = size(where)
     seed = int(os.environ.get("QUEUEY_TEST_SEED", str(time.time_ns() % 1_000_000)))
     rng = random.Random(seed)
     db = tmp_path / "queuey.db"
     store = f"sqlite:///{db}"
+    if where == "rabbitmq+postgres":
+        store = f"{PG_URL}?schema=queuey_kill9_{uuid.uuid4().hex[:12]}"
     backend: Any
     if where == "sqlite":
         url = f"{store}?lease=2"  # a killed worker's jobs come back after 2 s
@@ -115,6 +131,7 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
         backend = RabbitMQBackend(AMQP_URL, publish_timeout=10)
     ledger = tmp_path / "ledger.txt"
     flows = Workflows(backend, seed_queues(), open_workflow_store(store))
+    reader = flows.store
     shape = group(*[Add(x=i) for i in range(members)]).then(step(Total(), receives="parts"))
     fleet = Fleet(url, store, ledger, tmp_path / "workers.log")
     started = time.monotonic()
@@ -122,22 +139,25 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
         # Half started before the first kill, half while workers die.
         for _ in range(count // 2):
             flows.start(Workflow(shape))
-        while finished(db) < count:
+        while finished(reader) < count:
             assert time.monotonic() - started < DEADLINE, (
-                f"seed {seed}: {finished(db)}/{count} workflows finished in {DEADLINE} s"
+                f"seed {seed}: {finished(reader)}/{count} workflows finished in {DEADLINE} s"
             )
             time.sleep(rng.uniform(0.2, 1.5))
             fleet.kill_one(rng)
             for _ in range(min(count // 2, 20)):
-                if len(all_workflows(db)) < count:
+                if len(all_workflows(reader)) < count:
                     flows.start(Workflow(shape))
+        elapsed = time.monotonic() - started
+        rows = query(reader, "SELECT job_id, workflow_id, job_type, state FROM {m}")
     finally:
         fleet.stop()
         flows.store.close()
         backend.close()
         if where != "sqlite":
             delete_queues(ALPHA, BETA)
-    elapsed = time.monotonic() - started
+        if where == "rabbitmq+postgres":
+            drop_schema(store)
 
     runs = collections.defaultdict(list)
     totals_seen: dict[str, list[str]] = collections.defaultdict(list)
@@ -146,10 +166,6 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
         runs[job_id].append(before == "1")
         if job_type == "wf.total":
             totals_seen[job_id].append(extra[0] if extra else "")
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute(
-            "SELECT job_id, workflow_id, job_type, state FROM queuey_workflow_members"
-        ).fetchall()
     by_workflow = collections.defaultdict(list)
     for job_id, workflow_id, job_type, state in rows:
         by_workflow[workflow_id].append((job_id, job_type, state))
@@ -175,6 +191,5 @@ def test_kill_9_at_random_points_loses_no_workflow_and_makes_each_callback_once(
     )
 
 
-def all_workflows(db: Path) -> list[str]:
-    with sqlite3.connect(db) as conn:
-        return [r[0] for r in conn.execute("SELECT workflow_id FROM queuey_workflows")]
+def all_workflows(store: WorkflowStore) -> list[str]:
+    return [str(r[0]) for r in query(store, "SELECT workflow_id FROM {w}")]

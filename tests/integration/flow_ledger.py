@@ -4,21 +4,34 @@
 appends ``start`` when the handler begins and ``done`` just before it returns (so before
 its settle, and before its slots are given back), one ``O_APPEND`` write a line, to the
 file named by ``$QUEUEY_TEST_LEDGER``: ``event tenant job_id attempt time``.
+
+In a worker process (``$QUEUEY_TEST_LEDGER`` set) it also writes, to the same path with
+``.admits`` added, ``job_id time`` for each admission the limits' state makes, at the
+instant it decided with: the rate holds at those instants, while a handler starts a
+scheduling delay after its admission, which a loaded machine stretches for one job and
+not the next (so a window of handler starts can hold one more than a window of
+admissions).
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from typing import ClassVar
 
 from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import handler
+from queuey_core.flow.limit_state import Admission
+from queuey_core.flow.limit_state import LimitState
+from queuey_core.flow.limit_state import Verdict
 from tests.integration import ledger
 from tests.integration import plugins
+from tests.integration.ledger import LEDGER_ENV
 
 QUEUE = "flow.limited"
 
@@ -46,6 +59,48 @@ def limited(job: Limited, ctx: JobContext) -> None:
     if job.ms and not (job.once and (ctx.redelivered or ctx.deferrals)):
         time.sleep(job.ms / 1000)
     _write("done", job, ctx)
+
+
+def _record_admissions() -> None:
+    """Wrap the limits' state of this (worker) process so that each admission is written
+    down with the instant it was decided at."""
+    real = LimitState.acquire
+
+    def acquire(self: LimitState, job_id: str, claims: Any, **kw: Any) -> Admission:
+        answer = real(self, job_id, claims, **kw)
+        if answer.verdict is Verdict.ADMITTED:
+            line = f"{job_id} {kw['now_ms'] / 1000:.4f}\n".encode()
+            fd = os.open(admits_path(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        return answer
+
+    LimitState.acquire = acquire  # type: ignore[method-assign]
+
+
+def admits_path(ledger_path: Path | None = None) -> str:
+    """Where the admissions of the ledger ``ledger_path`` (this process's) are written."""
+    return f"{ledger_path or os.environ[LEDGER_ENV]}.admits"
+
+
+def read_admits(ledger_path: Path, ids: set[str]) -> list[float]:
+    """The instants the jobs of ``ids`` were admitted at (each admission), in order."""
+    try:
+        text = Path(admits_path(ledger_path)).read_text()
+    except FileNotFoundError:
+        return []
+    admits = []
+    for line in text.splitlines():
+        job_id, _, at = line.partition(" ")
+        if at and job_id in ids:
+            admits.append(float(at))
+    return sorted(admits)
+
+
+if LEDGER_ENV in os.environ:  # a worker process loading the plugin
+    _record_admissions()
 
 
 def plugin_path(folder: Path) -> Path:

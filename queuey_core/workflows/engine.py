@@ -164,6 +164,12 @@ class Workflows:
         already holds the truth."""
         return self._outbox.publish(ready)
 
+    @property
+    def failed_at_publish(self) -> int:
+        """Workflows this object failed by a member no publish could send (a duplicate,
+        an unroutable job): counted with those a member's end failed."""
+        return self._outbox.failed_workflows
+
     def sweep(self, older_than: float = SWEEP_AFTER) -> int:
         """Re-publish outbox rows older than ``older_than`` seconds; how many."""
         before = self._clock.wall_ms() - int(older_than * 1000)

@@ -93,10 +93,15 @@ class WorkflowHook(WorkerHooks):
         """Workflows whose first member started on this worker."""
         self.finished = 0
         """Workflows whose last member succeeded on this worker."""
-        self.failed = 0
-        """Workflows failed by a member that ended on this worker."""
+        self._failed = 0
         self.held = 0
         """Member starts and ends the store could not record: each member was deferred."""
+
+    @property
+    def failed(self) -> int:
+        """Workflows failed on this worker: by a member's end (dead-lettered, cancelled)
+        or by a member its publish refused for good (a duplicate, an unroutable job)."""
+        return self._failed + self._workflows.failed_at_publish
 
     def on_worker_consuming(self, worker: RunningWorker) -> None:
         self._active = True
@@ -221,7 +226,7 @@ class WorkflowHook(WorkerHooks):
         if ending.workflow == tables.SUCCEEDED:
             self.finished += 1
         elif ending.workflow == tables.FAILED:
-            self.failed += 1
+            self._failed += 1
         if ending.ready:
             self._workflows.publish(ending.ready)
 

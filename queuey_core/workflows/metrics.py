@@ -18,8 +18,11 @@ class Counts(Protocol):
 
     started: int
     finished: int
-    failed: int
     held: int
+
+    @property
+    def failed(self) -> int:
+        """Workflows failed on this worker."""
 
 
 class WorkflowCollector(Collector):
@@ -42,7 +45,8 @@ class WorkflowCollector(Collector):
         )
         yield CounterMetricFamily(
             "queuey_workflows_failed",
-            "Workflows failed by a member dead-lettered or cancelled on this worker.",
+            "Workflows failed on this worker: a member dead-lettered or cancelled, or "
+            "refused for good at its publish (a duplicate, an unroutable job).",
             value=hook.failed,
         )
         yield CounterMetricFamily(

@@ -57,6 +57,8 @@ class Outbox:
         self._store = store
         self._unique = unique
         self._clock = clock
+        self.failed_workflows = 0
+        """Workflows failed here by a member no publish could send."""
 
     def publish(self, ready: Ready) -> int:
         """Publish ``ready`` and mark it sent; fail what can never be sent, and publish
@@ -128,5 +130,7 @@ class Outbox:
             ending = self._store.ended(
                 job_id, outcome=tables.FAILED, result=None, error=error, now=self._clock.wall_ms()
             )
+            if ending.workflow == tables.FAILED:
+                self.failed_workflows += 1
             made += ending.ready
         return made

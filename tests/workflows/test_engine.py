@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from queuey_core import Backend
 from queuey_core import Envelope
@@ -18,6 +19,7 @@ from queuey_core.errors import Deferred
 from queuey_core.errors import NotEnqueuedError
 from queuey_core.errors import UnroutableError
 from queuey_core.workflows import Workflow
+from queuey_core.workflows import WorkflowHook
 from queuey_core.workflows import Workflows
 from queuey_core.workflows import WorkflowStore
 from queuey_core.workflows import chain
@@ -244,3 +246,31 @@ def test_a_member_dead_lettered_because_its_deferral_cannot_be_built_fails_the_w
     failed = rig.wait_state(wid, "failed")
     assert failed.nodes[0].state == "failed"
     assert "could not be scheduled" in failed.error, "the end no guard saw is recorded"
+
+
+def test_a_workers_metrics_count_workflows_started_finished_and_failed_either_way(
+    rig: Rig,
+) -> None:
+    """Failed by a dead-lettered member, and by a member the worker's publish refused for
+    good (here unroutable): both are the worker's failed workflows."""
+    starter = rig.flows
+    rig.flows = Workflows(
+        cast(Backend, Unroutable(rig.h.backend)), rig.h.queues, rig.store, clock=rig.h.clock
+    )
+    rig.hook = WorkflowHook(rig.flows, clock=rig.h.clock, hold_for=0.3)
+    registry = CollectorRegistry()
+    registry.register(rig.hook.collector())
+    rig.start()
+    ok = starter.start(Workflow(chain(Add(x=1), step(Add(x=2), receives="prev"))))
+    dead = starter.start(Workflow(Boom()))
+    refused = starter.start(Workflow(chain(Add(x=5), Boom())))
+    rig.wait_state(ok, "succeeded")
+    rig.wait_state(dead, "failed")
+    view = rig.wait_state(refused, "failed")
+    assert view.nodes[1].error.startswith("not enqueued: no queue for it")
+
+    def sample(name: str) -> float | None:
+        return registry.get_sample_value(f"queuey_workflows_{name}_total")
+
+    assert (sample("started"), sample("finished"), sample("failed")) == (3, 1, 2)
+    assert sample("held") == 0

@@ -10,6 +10,10 @@ message it has seen published, retried or deferred (its job id, attempt, deferra
 the clock time it is due), which is what :meth:`~queuey_core.testing.QueueyKit.enqueued`
 lists, on any backend.
 
+It counts the live consumers of each queue too: a paused queue's consumer is cancelled
+(:mod:`.gate_handles`), its held deliveries go back to waiting, and nothing of it is
+ready or awaited until a consumer takes it again.
+
 Owns: the ledger and the held deliveries. Must never: settle a delivery itself, or
 change what the backend publishes; a delivery it holds stays unsettled on the backend
 until the worker settles it.
@@ -34,6 +38,7 @@ from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.clock import Clock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.queues import QueueConfig
+from queuey_core.testing.gate_handles import GatedSubscription, Watched
 
 #: A message's place in the ledger: one attempt of one job, after so many deferrals.
 Key = tuple[uuid.UUID, int, int]
@@ -100,6 +105,8 @@ class Entry:
     delivery: Delivery | None = None
     released: bool = False
     settled: bool = False
+    #: The consumer (its gate's token) that handed ``delivery`` out.
+    via: object | None = None
 
 
 class GateState:
@@ -116,6 +123,8 @@ class GateState:
         # Entries the backend handed out, by (-priority, seq): the next to run on top.
         self._ready: list[tuple[int, int, Entry]] = []
         self._sinks: dict[str, Sink] = {}
+        # Live consumers by queue: a queue none consumes (paused) hands nothing out.
+        self._consumers: dict[str, int] = {}
         self._seq = itertools.count()
 
     # -- what the backend and its deliveries tell the gate ---------------------------
@@ -138,10 +147,12 @@ class GateState:
                 if entry.delivery is None:
                     self._entries.pop(entry.seq, None)
 
-    def sink_for(self, queue: str, worker_sink: Sink) -> Sink:
-        """The sink the backend is given for ``queue``: it holds each delivery here."""
+    def sink_for(self, queue: str, worker_sink: Sink, token: object) -> Sink:
+        """The sink the backend is given for ``queue`` by the consumer ``token``: it
+        holds each delivery here (and counts the consumer live, until :meth:`ended`)."""
         with self._cond:
             self._sinks[queue] = worker_sink
+            self._consumers[queue] = self._consumers.get(queue, 0) + 1
 
         def hold(item: Delivery | ConsumerEnded) -> None:
             if isinstance(item, ConsumerEnded):
@@ -161,10 +172,47 @@ class GateState:
                     entry = Entry(item.envelope, self.timing.now(), next(self._seq))
                     self._entries[entry.seq] = entry
                 entry.delivery = item
+                entry.via = token
                 heapq.heappush(self._ready, (-entry.envelope.priority, entry.seq, entry))
                 self._cond.notify_all()
 
         return hold
+
+    def ended(self, queue: str) -> None:
+        """A consumer of ``queue`` was cancelled: it hands out nothing more."""
+        with self._cond:
+            self._consumers[queue] = self._consumers.get(queue, 0) - 1
+            self._cond.notify_all()
+
+    def given_back(self, token: object) -> None:
+        """The consumer ``token`` is closing: what it handed out and the test has not
+        released goes back to the backend, so its entries wait for a delivery again."""
+        with self._cond:
+            for entry in self._entries.values():
+                if entry.via is token and not entry.released:
+                    entry.delivery = entry.via = None
+            self._ready = [r for r in self._ready if r[2].delivery is not None]
+            heapq.heapify(self._ready)
+            self._cond.notify_all()
+
+    def consumed(self, queue: str) -> bool:
+        """Whether a consumer of ``queue`` is live (not paused, not stopped)."""
+        with self._cond:
+            return self._consumers.get(queue, 0) > 0
+
+    def held_of(self, queue: str) -> int:
+        """Deliveries of ``queue`` held here, not released to the worker."""
+        with self._cond:
+            return sum(
+                1
+                for e in self._entries.values()
+                if e.delivery is not None and not e.released and e.envelope.queue == queue
+            )
+
+    def busy(self) -> bool:
+        """Whether the worker holds a delivery it has not settled."""
+        with self._cond:
+            return any(e.released for e in self._entries.values())
 
     def settled(self, entry: Entry) -> None:
         """The worker settled the delivery of ``entry``."""
@@ -196,22 +244,36 @@ class GateState:
         with self._cond:
             while self._ready and self._ready[0][2].released:
                 heapq.heappop(self._ready)
-            return self._ready[0][2] if self._ready else None
+            if not self._ready or self._live(self._ready[0][2]):
+                return self._ready[0][2] if self._ready else None
+            # A paused queue's held deliveries are not the worker's to run: the next
+            # of the others (they go back to the backend once its consumer closes).
+            live = [r for r in self._ready if not r[2].released and self._live(r[2])]
+            return min(live)[2] if live else None
+
+    def _live(self, entry: Entry) -> bool:
+        """Whether a consumer takes ``entry``'s queue (lock held)."""
+        return self._consumers.get(entry.envelope.queue, 0) > 0
 
     def due_missing(self) -> int:
         """Messages due by now that the backend has not handed out yet (the SQLite
-        file's thread claims them a moment later)."""
+        file's thread claims them a moment later), of queues a consumer takes."""
         if self.timing.at_once:
             return 0
         now = self.timing.now()
         with self._cond:
-            return sum(1 for e in self._entries.values() if e.delivery is None and e.due <= now)
+            return sum(1 for e in self._coming() if e.due <= now)
 
     def next_due(self) -> float | None:
-        """The clock time the soonest held message is due, if one is held."""
+        """The clock time the soonest held message is due, if one is held (of the
+        queues a consumer takes: a paused queue's wait for its resume, not the clock)."""
         with self._cond:
-            dues = [e.due for e in self._entries.values() if e.delivery is None]
+            dues = [e.due for e in self._coming()]
         return min(dues, default=None)
+
+    def _coming(self) -> list[Entry]:
+        """Entries not handed out yet whose queue a consumer takes (lock held)."""
+        return [e for e in self._entries.values() if e.delivery is None and self._live(e)]
 
     def poke(self) -> None:
         """Wake whoever waits in :meth:`wait` (something changed outside the ledger)."""
@@ -232,65 +294,6 @@ class GateState:
             entry.released = True
             sink = self._sinks[delivery.queue]
         sink(Watched(self, entry, delivery))
-
-
-class Watched:
-    """A delivery as the worker gets it from the gate: settles pass through, and the
-    gate learns of each (a retry or deferral enters the ledger with its delay)."""
-
-    __slots__ = ("_entry", "_gate", "_inner")
-
-    def __init__(self, gate: GateState, entry: Entry, inner: Delivery) -> None:
-        self._gate = gate
-        self._entry = entry
-        self._inner = inner
-
-    @property
-    def envelope(self) -> Envelope:
-        """See :attr:`Delivery.envelope`."""
-        return self._inner.envelope
-
-    @property
-    def queue(self) -> str:
-        """See :attr:`Delivery.queue`."""
-        return self._inner.queue
-
-    @property
-    def redelivered(self) -> bool:
-        """See :attr:`Delivery.redelivered`."""
-        return self._inner.redelivered
-
-    def is_stale(self) -> bool:
-        """See :meth:`Delivery.is_stale`."""
-        return self._inner.is_stale()
-
-    def ack(self) -> None:
-        """See :meth:`Delivery.ack`."""
-        self._inner.ack()
-        self._gate.settled(self._entry)
-
-    def dead_letter(self, reason: str) -> None:
-        """See :meth:`Delivery.dead_letter`."""
-        self._inner.dead_letter(reason)
-        self._gate.settled(self._entry)
-
-    def retry(self, next_envelope: Envelope, delay: float) -> None:
-        """See :meth:`Delivery.retry`."""
-        self._replace(next_envelope, delay, self._inner.retry)
-
-    def defer(self, next_envelope: Envelope, delay: float) -> None:
-        """See :meth:`Delivery.defer`."""
-        self._replace(next_envelope, delay, self._inner.defer)
-
-    def _replace(self, next_envelope: Envelope, delay: float, settle: Any) -> None:
-        # Into the ledger first: on the memory backend a zero delay delivers it at once.
-        made = self._gate.expect([(next_envelope, delay)])
-        try:
-            settle(next_envelope, delay)
-        except BaseException:
-            self._gate.forget(made)
-            raise
-        self._gate.settled(self._entry)
 
 
 class Gate:
@@ -334,7 +337,14 @@ class Gate:
         """See :meth:`Backend.consume`: everything ready comes to the gate (no prefetch
         limit), and waits there for the test."""
         unlimited = dataclasses.replace(queue, prefetch=0)
-        return self._backend().consume(unlimited, self.gate.sink_for(queue.name, sink))
+        token = object()
+        held = self.gate.sink_for(queue.name, sink, token)
+        try:
+            inner = self._backend().consume(unlimited, held)
+        except BaseException:
+            self.gate.ended(queue.name)
+            raise
+        return GatedSubscription(inner, self.gate, token)
 
     @contextlib.contextmanager
     def _publishing(self, items: Sequence[tuple[Envelope, float | None]]) -> Iterator[None]:

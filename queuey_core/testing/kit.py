@@ -39,6 +39,7 @@ from queuey_core.testing.outcomes import (
     catching,
     held_outcome,
 )
+from queuey_core.testing.pauses import KitPauses
 from queuey_core.testing.setup import Consuming, handlers_from, queue_set, read_settings
 from queuey_core.testing.workflows import Startable
 from queuey_core.worker import WorkerHooks
@@ -61,7 +62,7 @@ MS_ROUNDING = 0.0015
 DEFAULT_MAX_JOBS = 1000
 
 
-class QueueyKit:
+class QueueyKit(KitPauses):
     """Jobs enqueued, run and inspected inside one test.
 
     Args:
@@ -264,6 +265,9 @@ class QueueyKit:
         entry = self.backend.gate.entry(key)
         if entry is None or entry.released:
             raise KitError(f"job {key[0]} is not waiting to run (it ran, or was never enqueued)")
+        queue = entry.envelope.queue
+        if not self.backend.gate.consumed(queue):
+            raise KitError(f"job {key[0]} waits in {queue}, paused: kit.resume({queue!r}) first")
         timing = self.backend.gate.timing
         held = entry.due - timing.now()
         if held > MS_ROUNDING:

@@ -28,7 +28,6 @@ import itertools
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from queuey_core.backends.base import Backend, ConsumerEnded, Delivery, Sink, Subscription
@@ -38,7 +37,7 @@ from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.clock import Clock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.queues import QueueConfig
-from queuey_core.testing.gate_handles import GatedSubscription, Watched
+from queuey_core.testing.gate_handles import Entry, GatedSubscription, Watched
 
 #: A message's place in the ledger: one attempt of one job, after so many deferrals.
 Key = tuple[uuid.UUID, int, int]
@@ -92,21 +91,6 @@ class FileTiming(Timing):
 def key_of(envelope: Envelope) -> Key:
     """The ledger key of ``envelope``."""
     return (envelope.job_id, envelope.attempt, envelope.deferrals)
-
-
-@dataclass
-class Entry:
-    """One message the gate knows of: due on the clock at ``due``; ``delivery`` once the
-    backend handed it out (held at the gate until released)."""
-
-    envelope: Envelope
-    due: float
-    seq: int
-    delivery: Delivery | None = None
-    released: bool = False
-    settled: bool = False
-    #: The consumer (its gate's token) that handed ``delivery`` out.
-    via: object | None = None
 
 
 class GateState:

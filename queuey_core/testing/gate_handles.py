@@ -1,4 +1,4 @@
-"""What the worker holds of the kit's gate: a delivery it was released, and a consumer.
+"""What the worker holds of the kit's gate (a delivery, a consumer), and a ledger entry.
 
 :class:`Watched` passes a delivery's settles through and tells the gate of each (a
 retry or a deferral enters the ledger with its delay); :class:`GatedSubscription` tells
@@ -9,13 +9,46 @@ so that what it held goes back to waiting. Must never: settle a delivery itself.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from queuey_core.backends.base import Delivery, Subscription
 from queuey_core.envelope import Envelope
 
-if TYPE_CHECKING:
-    from queuey_core.testing.gate import Entry, GateState
+
+@dataclass
+class Entry:
+    """One message the gate knows of: due on the clock at ``due``; ``delivery`` once the
+    backend handed it out (held at the gate until released)."""
+
+    envelope: Envelope
+    due: float
+    seq: int
+    delivery: Delivery | None = None
+    released: bool = False
+    settled: bool = False
+    #: The consumer (its gate's token) that handed ``delivery`` out.
+    via: object | None = None
+
+
+class GateState(Protocol):
+    """What these tell the gate (:class:`queuey_core.testing.gate.GateState`)."""
+
+    def expect(self, items: Sequence[tuple[Envelope, float | None]]) -> list[Entry]:
+        """Messages about to be published (or republished), each after its delay."""
+
+    def forget(self, entries: Sequence[Entry]) -> None:
+        """A publish that failed: its messages are not coming."""
+
+    def settled(self, entry: Entry) -> None:
+        """The worker settled the delivery of ``entry``."""
+
+    def ended(self, queue: str) -> None:
+        """A consumer of ``queue`` was cancelled."""
+
+    def given_back(self, token: object) -> None:
+        """The consumer ``token`` is closing: what it held goes back."""
 
 
 class Watched:

@@ -28,7 +28,8 @@ from queuey_core.jobs import Job
 from queuey_core.queues import QueueConfig, QueueSet
 from queuey_core.settings import Settings
 from queuey_core.testing.build import BackendName, KitParts
-from queuey_core.testing.gate import Entry, Key, key_of
+from queuey_core.testing.gate import Key, key_of
+from queuey_core.testing.gate_handles import Entry
 from queuey_core.testing.limits import KitClock
 from queuey_core.testing.outcomes import (
     SIGNALS,

@@ -200,3 +200,13 @@ def test_an_album_is_published_after_every_resize(queuey: QueueyKit) -> None:
         ("publish", "succeeded"),
     ]
     assert view.nodes[-1].result == "1.webp, 2.webp"
+
+
+def test_the_shop_waits_out_an_incident(queuey: QueueyKit) -> None:
+    queuey.pause("shop")
+    queuey.enqueue(Charge(order=7, card="ok"))
+    assert queuey.drain() == []
+    assert [e.job.order for e in queuey.enqueued(Charge)] == [7]
+
+    queuey.resume("shop")
+    assert [o.status for o in queuey.drain()] == [Status.SUCCEEDED]

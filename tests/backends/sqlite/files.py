@@ -4,6 +4,7 @@ a connection to wrap, and the processes of procs.py."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -67,12 +68,23 @@ class WrappedConnection:
         return self._inner.execute(sql, *args)
 
 
-def spawned(*args: str) -> subprocess.Popen[bytes]:
+def spawned(*args: str, errors: Path | None = None) -> subprocess.Popen[bytes]:
     """``python -m tests.backends.sqlite.procs ARGS`` (a worker or a producer on a file,
-    see procs.py), run from the repository's root, its output discarded."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
-        cwd=Path(__file__).resolve().parents[3],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    see procs.py), run from the repository's root, its output discarded but for its
+    stderr, written to ``errors`` when given (what a process that died said)."""
+    with open(errors or os.devnull, "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.backends.sqlite.procs", *args],
+            cwd=Path(__file__).resolve().parents[3],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
+def none_died(procs: list[subprocess.Popen[bytes]], errors: list[Path]) -> None:
+    """Fail at once, with what it said, when a process of ``procs`` has ended (each
+    wrote its stderr to the ``errors`` file of the same place)."""
+    for proc, err in zip(procs, errors, strict=True):
+        if proc.poll() is not None:
+            said = err.read_text(errors="replace")[-3000:] if err.exists() else ""
+            raise AssertionError(f"process {proc.args!r} exited {proc.returncode}: {said}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from queuey_core.backends.sqlite import SqliteBackend
 from queuey_core.backends.sqlite import counts
 
+from .files import none_died
 from .files import spawned
 from .test_processes import entries
 from .test_processes import runs_by
@@ -36,15 +38,28 @@ def test_counts_stay_exact_after_every_process_on_the_file_is_killed(tmp_path: P
     url = f"sqlite:///{tmp_path}/q.db?lease=2"
     ledger, ids = tmp_path / "ledger", tmp_path / "ids"
     ledger.touch()
-    workers = [spawned("worker", url, str(ledger)) for _ in range(2)]
-    producer = spawned("produce", url, str(ids), "100000")
+    errors = [tmp_path / f"stderr-{i}" for i in range(3)]
+    workers = [spawned("worker", url, str(ledger), errors=errors[i]) for i in range(2)]
+    producer = spawned("produce", url, str(ids), "100000", errors=errors[2])
     everyone = [*workers, producer]
+
+    def running(cond: Callable[[], bool]) -> Callable[[], bool]:
+        # A process that died (it could not open the file?) fails the test with its words.
+        def check() -> bool:
+            none_died(everyone, errors)
+            return cond()
+
+        return check
+
     try:
         wait(
-            lambda: all(runs_by(ledger).get(w.pid, 0) >= 3 for w in workers),
+            running(lambda: all(runs_by(ledger).get(w.pid, 0) >= 3 for w in workers)),
             "both workers ran jobs",
         )
-        wait(lambda: ids.exists() and len(ids.read_text().split()) >= 100, "100 jobs sent")
+        wait(
+            running(lambda: ids.exists() and len(ids.read_text().split()) >= 100),
+            "100 jobs sent",
+        )
         # Mid-run: the producer is between (or inside) its commits, the workers hold
         # leases, settle and claim.
         for p in everyone:

@@ -227,5 +227,14 @@ def _burst_watch(w: Worker, broker: Any) -> None:
             continue
         quiet = quiet + 1 if empty and w.handle.in_flight() == 0 else 0
         if quiet >= 3:  # three looks in a row: nothing was on its way in between
-            logger.info("burst: queues empty, stopping")
+            waiting = {n: c.ready for n, c in seen.queues.items() if c is not None and c.ready}
+            if waiting:  # only a paused queue's: "empty" would hide jobs left behind
+                logger.info(
+                    "burst: nothing left to run, stopping; paused queues keep their jobs "
+                    "for the resume: %s",
+                    ", ".join(f"{n} ({ready} ready)" for n, ready in sorted(waiting.items())),
+                    extra={"paused_ready": waiting},
+                )
+            else:
+                logger.info("burst: queues empty, stopping")
             w.handle.shutdown()

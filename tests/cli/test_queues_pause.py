@@ -126,7 +126,10 @@ def test_a_burst_worker_counts_a_paused_queue_as_empty_and_leaves_its_jobs(
     project.run("enqueue", "greet", '{"name": "ada"}')
     project.run("enqueue", "nap", '{"seconds": 0}')
 
-    project.run("worker", "--burst")
+    done = project.run("worker", "--burst")
 
     assert project.ready("beta") == 0
     assert project.ready("alpha") == 1, "the paused queue's job waits for the resume"
+    # Its last line names what it left behind: "queues empty" would hide that job.
+    assert "queues empty" not in done.stderr
+    assert "paused queues keep their jobs for the resume: alpha (1 ready)" in done.stderr

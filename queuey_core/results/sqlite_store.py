@@ -16,7 +16,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from queuey_core.backends.sqlite.database import Database, explain
+from queuey_core.backends.sqlite.database import Database
+from queuey_core.backends.sqlite.explaining import explain
 from queuey_core.backends.sqlite.options import parse_url
 from queuey_core.errors import BackendError, ConfigError, JobStoreError
 from queuey_core.results import sql

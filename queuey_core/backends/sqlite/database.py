@@ -21,6 +21,7 @@ import urllib.parse
 from collections.abc import Iterator
 
 from queuey_core.backends.sqlite.checkpoints import Checkpointer
+from queuey_core.backends.sqlite.explaining import READ_ONLY, explain
 from queuey_core.backends.sqlite.options import SqliteOptions
 from queuey_core.backends.sqlite.schema import SCHEMA, SCHEMA_VERSION, UPGRADES
 from queuey_core.errors import BackendError
@@ -59,6 +60,7 @@ class Database:
         self.path = options.path
         self._wait_pragma = f"PRAGMA busy_timeout = {round(options.busy_timeout * 1000)}"
         self._lock = threading.RLock()
+        self._writing = False  # a write() is open: only the lock's holder can be in it
         self._closed = False
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             raise SqliteError(
@@ -81,26 +83,43 @@ class Database:
         """A write transaction (``BEGIN IMMEDIATE``: the write lock at once, so that two
         claimers never read the same best row); committed when the block ends.
 
+        Inside another write (the same thread's), it is part of that one: an error rolls
+        back both (a unique job's claim and its publish are one transaction on the file).
+
         Raises:
             SqliteError: the file refused; ``maybe_committed`` when the commit itself was
                 interrupted.
         """
         with self._lock:
             conn = self._usable()
+            if self._writing:
+                try:
+                    yield conn
+                except sqlite3.Error as exc:
+                    raise self.error(exc) from None
+                return
             self._begin_immediate(conn)
+            self._writing = True
             try:
                 yield conn
             except BaseException as exc:
+                self._writing = False
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):
                     raise self.error(exc) from None
                 raise
+            self._writing = False
             self._commit(conn)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: one consistent snapshot of the file."""
+        """A read transaction: one consistent snapshot of the file (inside a write of
+        the same thread, that write's)."""
         with self._lock:
+            if self._writing:  # this thread's own write: only the lock's holder can be in it
+                with self.write() as conn:
+                    yield conn
+                return
             conn = self._usable()
             try:
                 # SQLite's own waiting for the rare reads that meet a lock (another
@@ -218,7 +237,7 @@ class Database:
         if not os.access(parent, os.W_OK) or (
             os.path.exists(path) and not os.access(path, os.W_OK)
         ):
-            raise SqliteError(f"{path}: {_READ_ONLY}")
+            raise SqliteError(f"{path}: {READ_ONLY}")
         self._recognise_read_only()
         try:
             conn = sqlite3.connect(
@@ -338,50 +357,3 @@ def _check_tables(conn: sqlite3.Connection, path: str) -> int | None:
 
 
 _NO_WAIT = "PRAGMA busy_timeout = 0"
-
-_READ_ONLY = (
-    "is read-only: queuey writes to the file and to its directory (for the -wal and -shm files)"
-)
-
-
-#: Bytes free under which an I/O error is taken for a full disk: opening a file whose
-#: -shm file is gone makes one of 32 KiB, and SQLite then says only "disk I/O error".
-NEARLY_FULL = 64 * 1024
-
-
-def explain(exc: sqlite3.Error, busy_timeout: float, path: str | None = None) -> str:
-    """What a ``sqlite3`` error means for a queuey file (at ``path``, whose disk is
-    looked at when SQLite says only "disk I/O error"), in a few words, one line."""
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    lowered = text.lower()
-    if "disk i/o" in lowered and path is not None and _free_bytes(path) < NEARLY_FULL:
-        lowered = "disk is full"
-    if "locked" in lowered or "busy" in lowered:
-        return (
-            f"locked by another process for more than {busy_timeout:g}s "
-            "(raise ?busy_timeout= in the URL, or find what holds it)"
-        )
-    if "not a database" in lowered:
-        return "is not a SQLite database; give queuey a file of its own"
-    if "readonly" in lowered or "read-only" in lowered:
-        return _READ_ONLY
-    if "disk is full" in lowered or "full" in lowered:
-        return "the disk is full (or the file reached its size limit): nothing was written"
-    if "unable to open" in lowered:
-        return "cannot be opened (check the path and the directory's permissions)"
-    if "disk i/o" in lowered:
-        return f"an I/O error from the disk ({text})"
-    if "malformed" in lowered or "corrupt" in lowered:
-        return f"is damaged ({text})"
-    return text
-
-
-def _free_bytes(path: str) -> int:
-    """Bytes this process may still write on the file system of ``path`` (root may use
-    the blocks kept for it); a disk that cannot be looked at counts as not full."""
-    try:
-        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
-    except OSError:
-        return NEARLY_FULL
-    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
-    return blocks * st.f_frsize

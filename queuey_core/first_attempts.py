@@ -10,7 +10,7 @@ queue cannot hold, or a payload that JSON would change on its way to the worker.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from queuey_core.envelope import Envelope, _first_error
 from queuey_core.errors import InvalidPriorityError
 from queuey_core.job_ids import JobId, job_id_for
 from queuey_core.jobs import Job, job_identity
+from queuey_core.limits import check_delay
 from queuey_core.queues import QueueSet
 from queuey_core.uuid7 import uuid7
 
@@ -102,3 +103,21 @@ def json_object(payload: Mapping[str, Any]) -> dict[str, Any]:
             "sequences lists)"
         )
     return data
+
+
+def batch_ids(
+    jobs: Sequence[Job], job_ids: Sequence[JobId | None] | None
+) -> Sequence[JobId | None]:
+    """One caller-chosen id (or None) per job of a batch; ValueError when ``job_ids``
+    does not match ``jobs``."""
+    if job_ids is None:
+        return [None] * len(jobs)
+    if len(job_ids) != len(jobs):
+        raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
+    return job_ids
+
+
+def check_delay_given(delay: float | None) -> None:
+    """ValueError for a delay the broker cannot hold, before anything is published."""
+    if delay is not None:
+        check_delay(delay)

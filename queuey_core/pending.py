@@ -57,6 +57,11 @@ class PendingBatch:
         self._recorder = recorder
         self._ids: list[uuid.UUID] | None = None
 
+    @property
+    def failed(self) -> bool:
+        """Whether the publish has failed already (:meth:`result` raises its error)."""
+        return self._error is not None
+
     def result(self) -> list[uuid.UUID]:
         """The job ids, in order, once the broker confirmed every one (at once after the
         first call).

@@ -29,17 +29,18 @@ from typing import TYPE_CHECKING, Any
 from queuey_core.backends.base import Backend
 from queuey_core.backends.capabilities import PublishesAhead, PublishesEncoded
 from queuey_core.clock import Clock, SystemClock
-from queuey_core.envelope import (
-    EncodedEnvelope,
-    Envelope,
-    json_string,
-)
+from queuey_core.envelope import EncodedEnvelope, Envelope, json_string
 from queuey_core.errors import EnqueueUnknownError, NotEnqueuedError
-from queuey_core.first_attempts import json_object, make_envelope, make_raw_envelope
+from queuey_core.first_attempts import (
+    batch_ids,
+    check_delay_given,
+    json_object,
+    make_envelope,
+    make_raw_envelope,
+)
 from queuey_core.flow.unique_claims import UniqueClaims, encoded_mark
 from queuey_core.job_ids import JOB_ID_NAMESPACE, JobId, job_id_for
 from queuey_core.jobs import Job
-from queuey_core.limits import check_delay
 from queuey_core.pending import PendingBatch, attribute
 from queuey_core.queues import QueueSet
 from queuey_core.trace_context import TraceContext
@@ -140,7 +141,7 @@ class Producer:
                 mean nothing was published.
             DuplicateJobError: another job holds its unique key; nothing was published.
         """
-        _check_delay(delay)
+        check_delay_given(delay)
         env = self.envelope(job, priority=priority, job_id=job_id)
         env = self.unique.mark(env, type(job), job_id)
         self._publish(env, delay)
@@ -172,7 +173,7 @@ class Producer:
                 that is not a JSON object, a job type or id that does not fit the wire,
                 a bad delay) mean nothing was published.
         """
-        _check_delay(delay)
+        check_delay_given(delay)
         env = make_raw_envelope(
             job_type,
             payload,
@@ -255,19 +256,33 @@ class Producer:
         ``InvalidPriorityError`` for a job that cannot be sent. What the publish ends
         with is raised by ``result``.
         """
-        _check_delay(delay)
+        check_delay_given(delay)
         jobs = list(jobs)
-        ids = _keys(jobs, job_ids)
-        backend = self._backend
-        models: list[Envelope] | None = None
-        pending: dict[str, Any] = {"recorder": self.recorder}
+        ids = batch_ids(jobs, job_ids)
         if self.unique.applies(jobs, ids):  # keys claimed first, duplicates left out
             marked = [
                 self.unique.mark(self.envelope(job, priority=priority, job_id=key), type(job), key)
                 for job, key in zip(jobs, ids, strict=True)
             ]
-            models, more = self.unique.begin(marked, self._clock)
-            pending.update(more)
+            return self.unique.begin(
+                marked,
+                self._clock,
+                lambda sent, more: self._hand_over(jobs, ids, sent, delay, priority, more),
+            )
+        return self._hand_over(jobs, ids, None, delay, priority, {})
+
+    def _hand_over(
+        self,
+        jobs: list[Job],
+        ids: Sequence[JobId | None],
+        models: list[Envelope] | None,
+        delay: float | None,
+        priority: int | None,
+        more: dict[str, Any],
+    ) -> PendingBatch:
+        """Publish a checked batch (``models``: its marked envelopes, else made here)."""
+        backend = self._backend
+        pending: dict[str, Any] = {"recorder": self.recorder, **more}
         # Traced, each message carries headers: the models' path, which writes them.
         if isinstance(backend, PublishesEncoded) and self._tracing is None:
             encoded = (
@@ -315,8 +330,8 @@ class Producer:
         Raises:
             ValueError, UnknownQueueError, InvalidPriorityError: as ``enqueue_many``.
         """
-        _check_delay(delay)
-        ids = [uuid7() if key is None else job_id_for(key) for key in _keys(jobs, job_ids)]
+        check_delay_given(delay)
+        ids = [uuid7() if key is None else job_id_for(key) for key in batch_ids(jobs, job_ids)]
         # The checks of the batch path itself (the first job of each type in full, the
         # JSON of the others), not a copy of them; the encoded jobs are dropped.
         self._encode_many(list(jobs), ids, priority)
@@ -382,19 +397,3 @@ class Producer:
                 )
             )
         return out
-
-
-def _keys(jobs: Sequence[Job], job_ids: Sequence[JobId | None] | None) -> Sequence[JobId | None]:
-    """One caller-chosen id (or None) per job; ValueError when ``job_ids`` does not
-    match ``jobs``."""
-    if job_ids is None:
-        return [None] * len(jobs)
-    if len(job_ids) != len(jobs):
-        raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
-    return job_ids
-
-
-def _check_delay(delay: float | None) -> None:
-    """ValueError for a delay the broker cannot hold, before anything is published."""
-    if delay is not None:
-        check_delay(delay)

@@ -30,9 +30,9 @@ from queuey_core.errors import (
     QueueyError,
 )
 from queuey_core.flow.unique import Unique, UniqueMark, job_id_key
-from queuey_core.flow.unique_keys import Claim, UniqueKeys
+from queuey_core.flow.unique_keys import Claim, ClaimsWithJobs, UniqueKeys
 from queuey_core.jobs import Job
-from queuey_core.pending import PublishError, attribute
+from queuey_core.pending import PendingBatch, PublishError, attribute
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class UniqueClaims:
         declared: Mapping[str, Unique] | None = None,
     ) -> None:
         self._keys = keys
+        # Keys in the jobs' own file: claim, publish and keep are one transaction there.
+        self._together = keys if isinstance(keys, ClaimsWithJobs) else None
         self._job_ids = job_ids
         self._declared = dict(declared or {})
         self._lock = threading.Lock()
@@ -159,10 +161,16 @@ class UniqueClaims:
         nothing published), then kept or given back as the publish ends; ``now`` in ms.
         Any other QueueyError of the publish means not enqueued (the producer's
         outcomes), so the keys go back; a publish cut short by anything else (a
-        KeyboardInterrupt) keeps them: in doubt."""
-        duplicates = self.claim([env], now())
-        if duplicates:
-            raise DuplicateJobError(duplicates)
+        KeyboardInterrupt) keeps them: in doubt. Where the keys are in the jobs' own
+        file, all of it is one transaction instead: nothing is ever in doubt but its
+        commit."""
+        if self._together is not None:
+            with self._together.together([env.job_id]):
+                self._claim_all([env], now())
+                publish()
+                self._keep([env], now())
+            return
+        self._claim_all([env], now())
         error: NotEnqueuedError | EnqueueUnknownError | None = None
         try:
             publish()
@@ -176,18 +184,72 @@ class UniqueClaims:
             self.settle([env], error, now())
 
     def begin(
-        self, envs: Sequence[Envelope], clock: Clock
-    ) -> tuple[list[Envelope], dict[str, Any]]:
-        """A batch's keys claimed in one call: the envelopes to publish (the duplicates
-        left out), and the :class:`~queuey_core.pending.PendingBatch` arguments that
-        settle their keys once the publish ends and report the duplicates."""
-        duplicates = self.claim(envs, clock.wall_ms())
-        sent = [env for env in envs if env.job_id not in duplicates]
+        self,
+        envs: Sequence[Envelope],
+        clock: Clock,
+        publish: Callable[[list[Envelope], dict[str, Any]], PendingBatch],
+    ) -> PendingBatch:
+        """A batch's keys claimed in one call, then ``publish(sent, more)`` of the
+        envelopes to publish (the duplicates left out), ``more`` being the
+        :class:`~queuey_core.pending.PendingBatch` arguments that settle their keys once
+        the publish ends and report the duplicates. Where the keys are in the jobs' own
+        file, claims, publish and keep are one transaction (a failed publish takes its
+        claims with it), and a failed commit is the batch's error.
 
-        def settle(error: PublishError | None) -> None:
-            self.settle(sent, error, clock.wall_ms())
+        Raises:
+            NotEnqueuedError: the keys could not be claimed; nothing was published.
+        """
+        if self._together is None:
+            duplicates = self.claim(envs, clock.wall_ms())
+            sent = [env for env in envs if env.job_id not in duplicates]
 
-        return sent, {"settle": settle, "duplicates": duplicates}
+            def settle(error: PublishError | None) -> None:
+                self.settle(sent, error, clock.wall_ms())
+
+            return publish(sent, {"settle": settle, "duplicates": duplicates})
+        return self._begin_together(self._together, envs, clock, publish)
+
+    def _begin_together(
+        self,
+        keys: ClaimsWithJobs,
+        envs: Sequence[Envelope],
+        clock: Clock,
+        publish: Callable[[list[Envelope], dict[str, Any]], PendingBatch],
+    ) -> PendingBatch:
+        """:meth:`begin` where claims, publish and keep are one transaction."""
+        batch: PendingBatch | None = None
+        refused: dict[uuid.UUID, uuid.UUID] = {}
+        try:
+            with keys.together([env.job_id for env in envs]):
+                refused = self.claim(envs, clock.wall_ms())
+                sent = [env for env in envs if env.job_id not in refused]
+                batch = publish(sent, {"duplicates": refused})
+                if batch.failed:
+                    raise _RolledBack
+                self._keep(sent, clock.wall_ms())
+        except _RolledBack:
+            pass
+        except (NotEnqueuedError, EnqueueUnknownError) as exc:
+            if batch is None:  # the claims themselves failed: as on every other backend
+                raise
+            # The commit failed: the batch's outcome, reported by its result().
+            sent = [env for env in envs if env.job_id not in refused]
+            return PendingBatch(sent, error=exc, duplicates=refused)
+        if batch is None:  # unreachable: the block either published or raised
+            raise RuntimeError("a batch's transaction ended without its publish")
+        return batch
+
+    def _claim_all(self, envs: Sequence[Envelope], now_ms: int) -> None:
+        """:meth:`claim`, a refusal raised (DuplicateJobError)."""
+        duplicates = self.claim(envs, now_ms)
+        if duplicates:
+            raise DuplicateJobError(duplicates)
+
+    def _keep(self, envs: Sequence[Envelope], now_ms: int) -> None:
+        """Hold the keys of ``envs``, published, for their periods (inside the
+        transaction of their publish: an error rolls both back)."""
+        if self._keys is not None:
+            self._keys.keep(_claims(envs)[0], now_ms)
 
     def settle(
         self,
@@ -214,6 +276,10 @@ class UniqueClaims:
                 len(envs),
                 exc,
             )
+
+
+class _RolledBack(Exception):
+    """Ends a transaction whose publish failed, its claims with it (not an error)."""
 
 
 def encoded_mark(env: Envelope) -> EncodedEnvelope:

@@ -12,13 +12,16 @@ database. Must never: let a claim take a key another job holds and has not let g
 A row's ``expires_at`` (ms) is when it stops holding: :data:`CLAIM_HOLD` after the
 claim until the producer knows the job is published (a producer killed in between
 holds the key no longer), then the end of a timed period, or :data:`FOREVER` for a key
-held until the worker lets it go.
+held until the worker lets it go. On the embedded file (:class:`FileUniqueKeys`) the
+claim, the publish and the keep are one transaction (:class:`ClaimsWithJobs`), so
+:data:`CLAIM_HOLD` only ever shows inside it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -136,9 +139,11 @@ class SqlUniqueKeys:
         cls,
         write: Callable[[], contextlib.AbstractContextManager[Any]],
         closed: Callable[[], bool],
-    ) -> SqlUniqueKeys:
+        together: Callable[[Sequence[uuid.UUID]], contextlib.AbstractContextManager[object]],
+    ) -> FileUniqueKeys:
         """The embedded backend's: its file's ``write`` transactions, refused as a
-        publish is (NotEnqueuedError, ``closed``) once the backend is ``closed()``."""
+        publish is (NotEnqueuedError, ``closed``) once the backend is ``closed()``;
+        ``together``: see :class:`ClaimsWithJobs`."""
 
         def transaction() -> contextlib.AbstractContextManager[Any]:
             if closed():
@@ -147,7 +152,7 @@ class SqlUniqueKeys:
                 raise NotEnqueuedError("the backend is closed", reason=PublishFailure.CLOSED)
             return write()
 
-        return cls(transaction, UniqueSql())
+        return FileUniqueKeys(transaction, UniqueSql(), together=together)
 
     def claim(self, claims: Sequence[Claim], now_ms: int) -> dict[int, str]:
         refused: dict[int, str] = {}
@@ -193,6 +198,37 @@ class SqlUniqueKeys:
         """Close the connections this store opened itself (a job store's)."""
         if self._close is not None:
             self._close()
+
+
+@runtime_checkable
+class ClaimsWithJobs(Protocol):
+    """Keys kept in the jobs' own database (the embedded file): the claims of a
+    publish, the publish and the keeping of its keys are one transaction, so that no key
+    is held by a job that is not there, whatever interrupts the producer."""
+
+    def together(self, job_ids: Sequence[uuid.UUID]) -> contextlib.AbstractContextManager[object]:
+        """One transaction around claiming, publishing the jobs ``job_ids`` (synchronously:
+        their rows are written in it) and keeping their keys: anything raised in it rolls
+        it all back; its end raises what a publish's commit would (NotEnqueuedError, or
+        EnqueueUnknownError when the commit may have happened)."""
+
+
+class FileUniqueKeys(SqlUniqueKeys):
+    """The embedded file's keys: :class:`SqlUniqueKeys` and :class:`ClaimsWithJobs`."""
+
+    def __init__(
+        self,
+        transaction: Callable[[], contextlib.AbstractContextManager[Any]],
+        sql: UniqueSql,
+        *,
+        together: Callable[[Sequence[uuid.UUID]], contextlib.AbstractContextManager[object]],
+    ) -> None:
+        super().__init__(transaction, sql)
+        self._together = together
+
+    def together(self, job_ids: Sequence[uuid.UUID]) -> contextlib.AbstractContextManager[object]:
+        """See :class:`ClaimsWithJobs`."""
+        return self._together(job_ids)
 
 
 class MemoryUniqueKeys:

@@ -50,7 +50,7 @@ from queuey_core.backends.sqlite.writes import Writer
 from queuey_core.clock import Clock, SystemClock
 from queuey_core.envelope import EncodedEnvelope, Envelope
 from queuey_core.errors import BackendError, ConfigError, ConsumerStoppedError, DecodeError
-from queuey_core.flow.unique_keys import SqlUniqueKeys
+from queuey_core.flow.unique_keys import FileUniqueKeys, SqlUniqueKeys
 from queuey_core.queues import QueueConfig
 from queuey_core.trace_context import TraceContext
 from queuey_core.worker.redelivery import MAX_REDELIVERIES
@@ -96,7 +96,9 @@ class SqliteBackend(
             self, self._db, self._clock, poll=self.options.poll, lease=self.options.lease
         )
         self._writer = Writer(self._db, self._clock)
-        self._unique = SqlUniqueKeys.of_file(self._db.write, lambda: self._closed)
+        self._unique = SqlUniqueKeys.of_file(
+            self._db.write, lambda: self._closed, self._writer.committing
+        )
         self._control = SqliteControl(
             self._db, self._clock, lease=self.options.lease, wake=self._pump.wake
         )
@@ -106,8 +108,9 @@ class SqliteBackend(
         """The file."""
         return self.options.path
 
-    def unique_keys(self) -> SqlUniqueKeys:
-        """See :class:`HoldsUniqueKeys`: a table of the file, on its connection."""
+    def unique_keys(self) -> FileUniqueKeys:
+        """See :class:`HoldsUniqueKeys`: a table of the file, claimed in the publish's
+        own transaction (:class:`~queuey_core.flow.unique_keys.ClaimsWithJobs`)."""
         return self._unique
 
     @property

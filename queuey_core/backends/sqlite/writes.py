@@ -11,11 +11,12 @@ this backend no longer holds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from queuey_core.backends.base import closed_to_publishing
@@ -190,9 +191,17 @@ class Writer:
         )
 
     def _commit_rows(self, rows: list[messages.Row], ids: Sequence[uuid.UUID]) -> None:
+        with self.committing(ids) as conn:
+            messages.insert(conn, rows)
+
+    @contextlib.contextmanager
+    def committing(self, ids: Sequence[uuid.UUID]) -> Iterator[sqlite3.Connection]:
+        """A write transaction that publishes the jobs ``ids``, its failure one of the
+        producer's outcomes: EnqueueUnknownError when the commit may have happened,
+        NotEnqueuedError otherwise. Publishes inside it join it (:meth:`Database.write`)."""
         try:
             with self._db.write() as conn:
-                messages.insert(conn, rows)
+                yield conn
         except SqliteError as exc:
             if exc.maybe_committed:
                 raise EnqueueUnknownError(

@@ -165,6 +165,12 @@ class _OneLineErrors(TyperGroup):
         except typer.Abort:
             _fail("aborted", Exit.FAILURE)
         except typer.TyperException as exc:  # Click's UsageError, BadParameter, ...
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                # `queuey` or `queuey dlq` alone: the help comes as a usage error (Click
+                # 8.2+, Typer's own Click), whose one error line would be the whole help
+                # with its newlines escaped. Shown as help, on stderr, exit 2, as Click does.
+                sys.stderr.write(exc.format_message() + "\n")
+                sys.exit(int(getattr(exc, "exit_code", Exit.USAGE)))
             code = int(getattr(exc, "exit_code", Exit.USAGE))
             message = exc.format_message()
             if not message:  # no arguments: the help is already on the screen

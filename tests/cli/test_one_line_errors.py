@@ -113,9 +113,16 @@ def test_version_exits_0(workdir: Path) -> None:
     assert (done.returncode, done.stdout.startswith("queuey ")) == (0, True)
 
 
-def test_no_arguments_shows_the_help(workdir: Path) -> None:
-    done = queuey(workdir)
-    assert "Usage:" in done.stdout + done.stderr
+@pytest.mark.parametrize("args", [[], ["dlq"], ["workflow"]], ids=["queuey", "dlq", "workflow"])
+def test_no_arguments_shows_the_help_as_help(workdir: Path, args: list[str]) -> None:
+    done = queuey(workdir, *args)
+    # As Click shows it: on stderr, exit 2, and readable: once it was one "error:" line
+    # holding the whole help with its newlines escaped.
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"Usage: queuey {' '.join(args)}".rstrip()), done.stderr
+    assert done.stderr.count("\n") > 5
+    assert "\\n" not in done.stderr
+    assert "error:" not in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-app = typer.Typer(help="Workflows: show one with its members' states, or cancel it.")
+app = typer.Typer(
+    help="Workflows: show one with its members' states, or cancel it.", no_args_is_help=True
+)
 
 
 def enqueue_workflow(ctx: typer.Context, source: str) -> None:

@@ -30,6 +30,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "cancel": ("queuey_cli.jobs", "cancel"),
     "queues": ("queuey_cli.queues", "app"),
     "limits": ("queuey_cli.limits", "limits"),
+    "unique": ("queuey_cli.unique", "app"),
     "handlers": ("queuey_cli.handlers", "handlers"),
     "scheduler": ("queuey_cli.scheduler", "scheduler"),
     "schema": ("queuey_cli.schema", "schema"),

@@ -54,6 +54,16 @@ class Claim:
     retry_ok: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class HeldKey:
+    """A key held now: by ``job_id``, until ``expires_at`` (ms; None: until a worker
+    lets it go)."""
+
+    key: str
+    job_id: str
+    expires_at: int | None
+
+
 @runtime_checkable
 class UniqueKeys(Protocol):
     """Claims, keeps and lets go of unique keys; every method is one transaction."""
@@ -74,10 +84,18 @@ class UniqueKeys(Protocol):
     def held(self, now_ms: int) -> int:
         """How many keys are held now."""
 
+    def holding(self, now_ms: int, *, job_id: str | None = None, limit: int = 100) -> list[HeldKey]:
+        """The keys held now (by ``job_id`` only, if given), at most ``limit``, by key."""
+
+    def let_go(self, job_id: str) -> list[str]:
+        """Let go of every key ``job_id`` holds, whatever its period (an operator's
+        act, for a job that is gone); the keys let go."""
+
 
 class _Cursor(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
     def fetchone(self) -> Any: ...
+    def fetchall(self) -> Any: ...
 
 
 class UniqueSql:
@@ -100,6 +118,10 @@ class UniqueSql:
         self.release = f"DELETE FROM {self.table} WHERE key = {p} AND job_id = {p}"
         self.sweep = f"DELETE FROM {self.table} WHERE expires_at <= {p}"
         self.count = f"SELECT COUNT(*) FROM {self.table} WHERE expires_at > {p}"
+        held = f"SELECT key, job_id, expires_at FROM {self.table} WHERE expires_at > {p}"
+        self.holding = f"{held} ORDER BY key LIMIT {p}"
+        self.holding_of = f"{held} AND job_id = {p} ORDER BY key LIMIT {p}"
+        self.let_go = f"DELETE FROM {self.table} WHERE job_id = {p} RETURNING key"
 
     def ddl(self) -> list[str]:
         """The table, made if missing (a job store's; the file's is :data:`SCHEMA`)."""
@@ -194,6 +216,21 @@ class SqlUniqueKeys:
             got = cur.execute(self._sql.count, (now_ms,))
             return int((got if got is not None else cur).fetchone()[0])
 
+    def holding(self, now_ms: int, *, job_id: str | None = None, limit: int = 100) -> list[HeldKey]:
+        sql = self._sql
+        with self._transaction() as cur:
+            if job_id is None:
+                got = cur.execute(sql.holding, (now_ms, limit))
+            else:
+                got = cur.execute(sql.holding_of, (now_ms, job_id, limit))
+            rows = (got if got is not None else cur).fetchall()
+        return [HeldKey(k, j, None if e >= FOREVER else int(e)) for k, j, e in rows]
+
+    def let_go(self, job_id: str) -> list[str]:
+        with self._transaction() as cur:
+            got = cur.execute(self._sql.let_go, (job_id,))
+            return sorted(str(row[0]) for row in (got if got is not None else cur).fetchall())
+
     def close(self) -> None:
         """Close the connections this store opened itself (a job store's)."""
         if self._close is not None:
@@ -268,6 +305,22 @@ class MemoryUniqueKeys:
     def held(self, now_ms: int) -> int:
         with self._lock:
             return sum(1 for _, expires in self._rows.values() if expires > now_ms)
+
+    def holding(self, now_ms: int, *, job_id: str | None = None, limit: int = 100) -> list[HeldKey]:
+        with self._lock:
+            rows = sorted(
+                (key, holder, expires)
+                for key, (holder, expires) in self._rows.items()
+                if expires > now_ms and job_id in (None, holder)
+            )
+        return [HeldKey(k, j, None if e >= FOREVER else e) for k, j, e in rows[:limit]]
+
+    def let_go(self, job_id: str) -> list[str]:
+        with self._lock:
+            keys = sorted(k for k, (holder, _) in self._rows.items() if holder == job_id)
+            for key in keys:
+                del self._rows[key]
+        return keys
 
 
 def _expiry(claim: Claim, now_ms: int) -> int:

@@ -1,7 +1,8 @@
 """Unique jobs in a queuey process: where its keys are kept, from its settings.
 
 Owns: :func:`unique_keys_for` (the backend's own, else the job store's table, else
-None), :func:`check_key_store` (the one line when the settings declare unique jobs and
+None), :func:`open_key_table` (the keys a settings' producers keep, for an operator),
+:func:`check_key_store` (the one line when the settings declare unique jobs and
 name no place for their keys, before anything connects), :func:`unique_problem` (a key
 naming a field the job's model lacks) and :func:`producer_options`.
 Must never: let a process with unique jobs declared start without a place for their
@@ -10,6 +11,8 @@ keys (no silent per-process fallback).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from queuey_core.backends.capabilities import HoldsUniqueKeys
@@ -82,3 +85,38 @@ def producer_options(backend: Any, settings: Settings) -> dict[str, Any]:
         ConfigError: as :func:`unique_keys_for`.
     """
     return {"unique_keys": unique_keys_for(backend, settings), "unique": declared(settings)}
+
+
+@contextlib.contextmanager
+def open_key_table(settings: Settings) -> Iterator[UniqueKeys]:
+    """The unique keys the producers of ``settings`` keep, open for this block: in the
+    embedded backend's file, or the table of the job store ``[results] url`` names
+    (RabbitMQ, which it never connects to).
+
+    Raises:
+        ConfigError: no place keeps them (RabbitMQ without a SQL ``[results] url``).
+        BackendError: the file cannot be opened.
+    """
+    if settings.broker.is_embedded():
+        from queuey_core.backends.open import open_backend  # noqa: PLC0415
+
+        backend = open_backend(settings.broker)
+        try:
+            yield unique_keys_for(backend, settings) or _nowhere()
+        finally:
+            backend.close()
+        return
+    url = _store_url(settings)
+    if url is None:
+        raise ConfigError(NO_KEY_STORE)
+    from queuey_core.flow.unique_store import open_unique_keys  # noqa: PLC0415
+
+    keys = open_unique_keys(url)
+    try:
+        yield keys
+    finally:
+        keys.close()
+
+
+def _nowhere() -> UniqueKeys:
+    raise ConfigError(NO_KEY_STORE)

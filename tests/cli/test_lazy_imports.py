@@ -68,6 +68,7 @@ COMMANDS = [
     "cancel",
     "queues",
     "limits",
+    "unique",
     "handlers",
     "scheduler",
     "schema",
@@ -136,6 +137,7 @@ SUBCOMMANDS = [
     ["config", "show"],
     ["schedules", "fire"],
     ["workers", "shutdown"],
+    ["unique", "release"],
 ]
 
 

@@ -9,6 +9,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from typing import ClassVar
+from typing import cast
 
 import pytest
 
@@ -148,3 +149,31 @@ def test_producers_racing_for_the_same_keys_make_one_job_a_key(
         t.join(120)
     assert sum(map(len, made)) == 100, "one job a key, whoever won it"
     h.wait_for(lambda: h.backend.pending(ALPHA) == 100)
+
+
+def test_the_keys_held_are_listed_and_a_gone_jobs_are_let_go_of_all_at_once(
+    stored: Stored, keys: UniqueKeys | None
+) -> None:
+    """What ``queuey unique list`` and ``release`` stand on: every key store lists the
+    keys held (by key, for one job, at most a limit) and lets go of one job's keys."""
+    backend = stored.h.backend
+    table = keys if keys is not None else cast(HoldsUniqueKeys, backend).unique_keys()
+    now = stored.h.clock.wall_ms()
+    p = producer(stored, keys)
+    first = p.enqueue(Invoice(invoice_id=1))
+    chosen = p.enqueue(Invoice(invoice_id=2), job_id="order-2")
+    held = table.holding(now)
+    assert {h.job_id for h in held} == {str(first), str(chosen)}
+    assert [h.key for h in held] == sorted(h.key for h in held)
+    assert all(h.expires_at is None for h in held), "held until a worker lets go"
+    assert len(table.holding(now, limit=1)) == 1
+    mine = table.holding(now, job_id=str(chosen))
+    # A caller-chosen id is a key too where the backend keeps keys itself.
+    assert len(mine) == (2 if keys is None else 1)
+
+    assert len(table.let_go(str(chosen))) == len(mine)
+    assert table.let_go(str(chosen)) == [], "nothing left to let go of"
+    assert [h.job_id for h in table.holding(now)] == [str(first)]
+    assert p.enqueue(Invoice(invoice_id=2)) != chosen, "its key is free again"
+    with pytest.raises(DuplicateJobError):
+        p.enqueue(Invoice(invoice_id=1))

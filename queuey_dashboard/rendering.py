@@ -111,8 +111,16 @@ def is_htmx(request: Request) -> bool:
     return request.headers.get("hx-request") == "true"
 
 
+#: Characters of an error's message a page shows: a message quoting the request (a queue
+#: name from the path, tens of KB long) is cut there, not echoed whole.
+MESSAGE_SHOWN = 300
+
+
 def error_page(request: Request, status: int, message: str) -> Response:
-    """A short error: a line for htmx, a page otherwise."""
+    """A short error: a line for htmx, a page otherwise; a long message is cut."""
+    if len(message) > MESSAGE_SHOWN:
+        more = len(message) - MESSAGE_SHOWN
+        message = f"{message[:MESSAGE_SHOWN]}... ({more} characters more)"
     if is_htmx(request):
         return render(request, "_notice.html", status, message=message, failed=True)
     return render(request, "error.html", status, status_code=status, message=message)

@@ -306,6 +306,17 @@ def test_job_history_and_search_come_from_the_job_store() -> None:
     store.close()
 
 
+def test_an_error_quoting_a_long_path_is_cut_not_echoed_whole(board: Board) -> None:
+    name = "q" * 20_000
+    for headers in ({}, {"HX-Request": "true"}):
+        answer = board.client.get(f"/queues/{name}/dead-letters", headers=headers)
+        assert answer.status_code == 404
+        assert "no configured queue" in answer.text
+        assert "q" * 301 not in answer.text
+        assert "characters more)" in answer.text
+        assert len(answer.text) < 10_000
+
+
 def test_without_a_job_store_the_job_pages_say_so(board: Board) -> None:
     assert "No job store is configured" in board.client.get("/jobs").text
 

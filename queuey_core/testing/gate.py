@@ -109,6 +109,9 @@ class GateState:
         self._sinks: dict[str, Sink] = {}
         # Live consumers by queue: a queue none consumes (paused) hands nothing out.
         self._consumers: dict[str, int] = {}
+        # Their tokens: a delivery is handed out only while the consumer it came by is
+        # live (after a resume, the paused one's wait for its close to give them back).
+        self._live_tokens: set[object] = set()
         self._seq = itertools.count()
 
     # -- what the backend and its deliveries tell the gate ---------------------------
@@ -136,7 +139,9 @@ class GateState:
         holds each delivery here (and counts the consumer live, until :meth:`ended`)."""
         with self._cond:
             self._sinks[queue] = worker_sink
-            self._consumers[queue] = self._consumers.get(queue, 0) + 1
+            if token not in self._live_tokens:
+                self._live_tokens.add(token)
+                self._consumers[queue] = self._consumers.get(queue, 0) + 1
 
         def hold(item: Delivery | ConsumerEnded) -> None:
             if isinstance(item, ConsumerEnded):
@@ -162,10 +167,13 @@ class GateState:
 
         return hold
 
-    def ended(self, queue: str) -> None:
-        """A consumer of ``queue`` was cancelled: it hands out nothing more."""
+    def ended(self, queue: str, token: object) -> None:
+        """The consumer ``token`` of ``queue`` was cancelled: nothing more comes from
+        it, and what it handed here waits until its close gives it back."""
         with self._cond:
-            self._consumers[queue] = self._consumers.get(queue, 0) - 1
+            if token in self._live_tokens:
+                self._live_tokens.discard(token)
+                self._consumers[queue] = self._consumers.get(queue, 0) - 1
             self._cond.notify_all()
 
     def given_back(self, token: object) -> None:
@@ -183,6 +191,11 @@ class GateState:
         """Whether a consumer of ``queue`` is live (not paused, not stopped)."""
         with self._cond:
             return self._consumers.get(queue, 0) > 0
+
+    def deliverable(self, entry: Entry) -> bool:
+        """Whether ``entry`` is held here by a consumer still live: the worker may run it."""
+        with self._cond:
+            return entry.delivery is not None and self._live(entry)
 
     def held_of(self, queue: str) -> int:
         """Deliveries of ``queue`` held here, not released to the worker."""
@@ -236,7 +249,10 @@ class GateState:
             return min(live)[2] if live else None
 
     def _live(self, entry: Entry) -> bool:
-        """Whether a consumer takes ``entry``'s queue (lock held)."""
+        """Whether ``entry`` can go to the worker (lock held): handed out by a consumer
+        still live, or, not handed out yet, of a queue a consumer takes."""
+        if entry.delivery is not None:
+            return entry.via in self._live_tokens
         return self._consumers.get(entry.envelope.queue, 0) > 0
 
     def due_missing(self) -> int:
@@ -256,8 +272,15 @@ class GateState:
         return min(dues, default=None)
 
     def _coming(self) -> list[Entry]:
-        """Entries not handed out yet whose queue a consumer takes (lock held)."""
-        return [e for e in self._entries.values() if e.delivery is None and self._live(e)]
+        """Entries not handed out yet (or handed out by a consumer since cancelled: they
+        come again once it closes), whose queue a consumer takes (lock held)."""
+        return [
+            e
+            for e in self._entries.values()
+            if not e.released
+            and e.via not in self._live_tokens
+            and self._consumers.get(e.envelope.queue, 0) > 0
+        ]
 
     def poke(self) -> None:
         """Wake whoever waits in :meth:`wait` (something changed outside the ledger)."""
@@ -326,7 +349,7 @@ class Gate:
         try:
             inner = self._backend().consume(unlimited, held)
         except BaseException:
-            self.gate.ended(queue.name)
+            self.gate.ended(queue.name, token)
             raise
         return GatedSubscription(inner, self.gate, token)
 

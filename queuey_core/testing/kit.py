@@ -263,13 +263,14 @@ class QueueyKit(KitPauses):
             key = key_of(job.envelope)
         else:
             key = self._key_of_id(job)
-        entry = self.backend.gate.entry(key)
+        gate = self.backend.gate
+        entry = gate.entry(key)
         if entry is None or entry.released:
             raise KitError(f"job {key[0]} is not waiting to run (it ran, or was never enqueued)")
         queue = entry.envelope.queue
-        if not self.backend.gate.consumed(queue):
+        if not gate.consumed(queue):
             raise KitError(f"job {key[0]} waits in {queue}, paused: kit.resume({queue!r}) first")
-        timing = self.backend.gate.timing
+        timing = gate.timing
         held = entry.due - timing.now()
         if held > MS_ROUNDING:
             raise KitError(
@@ -278,7 +279,7 @@ class QueueyKit(KitPauses):
             )
         # Within the SQLite file's rounding of a delay to whole milliseconds: move on.
         self.clock.advance(timing.step_to(entry.due))
-        self._until(lambda: entry.delivery is not None, f"job {key[0]} to reach the worker")
+        self._until(lambda: gate.deliverable(entry), f"job {key[0]} to reach the worker")
         return entry
 
     def drain(

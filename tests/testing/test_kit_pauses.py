@@ -3,7 +3,9 @@ real pause, obeyed by the kit's worker, on memory and on the kit's SQLite file."
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import ClassVar
+from typing import cast
 
 import pytest
 
@@ -11,11 +13,16 @@ from queuey_core import Job
 from queuey_core import JobContext
 from queuey_core import QueueConfig
 from queuey_core import handler
+from queuey_core.backends.base import Delivery
+from queuey_core.clock import ManualClock
+from queuey_core.envelope import Envelope
 from queuey_core.errors import UnknownQueueError
 from queuey_core.flow.pause import pause_queue
 from queuey_core.testing import KitError
 from queuey_core.testing import QueueyKit
 from queuey_core.testing import Status
+from queuey_core.testing.gate import GateState
+from queuey_core.testing.gate import Timing
 
 QUEUES = [QueueConfig("kitp.mail"), QueueConfig("kitp.bill")]
 
@@ -118,3 +125,29 @@ def test_a_job_running_when_its_queue_is_paused_finishes_and_the_rest_wait(
     queuey.resume("kitp.mail")
     queuey.drain()
     assert ran == ["mail ada", "mail bob"]
+
+
+def test_a_delivery_of_a_cancelled_consumer_is_never_handed_out_by_the_gate() -> None:
+    """After a resume the new consumer is live before the worker closes the paused one,
+    which gives back what it held. A delivery the old one handed to the gate must not
+    go to the worker meanwhile: its row is given back under it (its ack then failed, "the
+    lease was lost", and drain() waited 60 s for it, once on CI's loaded cores)."""
+    gate = GateState(Timing(ManualClock()))
+    envelope = Envelope.for_job(Mail(to="ada"), enqueued_at=0)
+    [entry] = gate.expect([(envelope, None)])
+    worker_sink: list[object] = []
+    old, new = object(), object()
+    hold = gate.sink_for("kitp.mail", worker_sink.append, old)
+    delivery = SimpleNamespace(envelope=envelope, queue="kitp.mail")
+    hold(cast(Delivery, delivery))
+    assert gate.next_ready() is entry
+    gate.ended("kitp.mail", old)  # paused: cancelled, not closed yet
+    assert gate.next_ready() is None
+    gate.sink_for("kitp.mail", worker_sink.append, new)  # resumed
+    assert gate.consumed("kitp.mail")
+    assert gate.next_ready() is None, "the old consumer's delivery waits for its give-back"
+    gate.given_back(old)  # the old consumer closes: the row goes back to the file
+    assert entry.delivery is None
+    hold_new = gate.sink_for("kitp.mail", worker_sink.append, new)
+    hold_new(cast(Delivery, SimpleNamespace(envelope=envelope, queue="kitp.mail")))
+    assert gate.next_ready() is entry, "redelivered through the live consumer"

@@ -217,27 +217,24 @@ class UniqueClaims:
         publish: Callable[[list[Envelope], dict[str, Any]], PendingBatch],
     ) -> PendingBatch:
         """:meth:`begin` where claims, publish and keep are one transaction."""
-        batch: PendingBatch | None = None
         refused: dict[uuid.UUID, uuid.UUID] = {}
+        batch: PendingBatch | None = None
         try:
             with keys.together([env.job_id for env in envs]):
                 refused = self.claim(envs, clock.wall_ms())
                 sent = [env for env in envs if env.job_id not in refused]
                 batch = publish(sent, {"duplicates": refused})
                 if batch.failed:
-                    raise _RolledBack
+                    raise _RolledBack(batch)
                 self._keep(sent, clock.wall_ms())
-        except _RolledBack:
-            pass
+            return batch
+        except _RolledBack as rolled:
+            return rolled.batch
         except (NotEnqueuedError, EnqueueUnknownError) as exc:
             if batch is None:  # the claims themselves failed: as on every other backend
                 raise
             # The commit failed: the batch's outcome, reported by its result().
-            sent = [env for env in envs if env.job_id not in refused]
             return PendingBatch(sent, error=exc, duplicates=refused)
-        if batch is None:  # unreachable: the block either published or raised
-            raise RuntimeError("a batch's transaction ended without its publish")
-        return batch
 
     def _claim_all(self, envs: Sequence[Envelope], now_ms: int) -> None:
         """:meth:`claim`, a refusal raised (DuplicateJobError)."""
@@ -279,7 +276,12 @@ class UniqueClaims:
 
 
 class _RolledBack(Exception):
-    """Ends a transaction whose publish failed, its claims with it (not an error)."""
+    """Ends a transaction whose publish failed, its claims with it (not an error): the
+    failed ``batch`` is the outcome."""
+
+    def __init__(self, batch: PendingBatch) -> None:
+        super().__init__()
+        self.batch = batch
 
 
 def encoded_mark(env: Envelope) -> EncodedEnvelope:

@@ -19,7 +19,7 @@ from queuey_core.backends.capabilities import HoldsUniqueKeys
 from queuey_core.errors import ConfigError
 from queuey_core.flow.unique import Unique
 from queuey_core.flow.unique_claims import NO_KEY_STORE
-from queuey_core.flow.unique_keys import UniqueKeys
+from queuey_core.flow.unique_keys import SqlUniqueKeys, UniqueKeys
 from queuey_core.jobs import Job
 from queuey_core.results.setup import results_url
 from queuey_core.settings import Settings
@@ -89,34 +89,26 @@ def producer_options(backend: Any, settings: Settings) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def open_key_table(settings: Settings) -> Iterator[UniqueKeys]:
-    """The unique keys the producers of ``settings`` keep, open for this block: in the
-    embedded backend's file, or the table of the job store ``[results] url`` names
-    (RabbitMQ, which it never connects to).
+    """The unique keys the producers of ``settings`` keep, open for this block
+    (:func:`unique_keys_for`): in the embedded backend's file, or the table of the job
+    store ``[results] url`` names (RabbitMQ, which it never connects to).
 
     Raises:
         ConfigError: no place keeps them (RabbitMQ without a SQL ``[results] url``).
         BackendError: the file cannot be opened.
     """
-    if settings.broker.is_embedded():
-        from queuey_core.backends.open import open_backend  # noqa: PLC0415
+    from queuey_core.backends.open import open_backend  # noqa: PLC0415
 
-        backend = open_backend(settings.broker)
-        try:
-            yield unique_keys_for(backend, settings) or _nowhere()
-        finally:
-            backend.close()
-        return
-    url = _store_url(settings)
-    if url is None:
-        raise ConfigError(NO_KEY_STORE)
-    from queuey_core.flow.unique_store import open_unique_keys  # noqa: PLC0415
-
-    keys = open_unique_keys(url)
+    backend = open_backend(settings.broker) if settings.broker.is_embedded() else None
     try:
-        yield keys
+        keys = unique_keys_for(backend, settings)
+        if keys is None:  # no unique job declared, and no store named either
+            raise ConfigError(NO_KEY_STORE)
+        try:
+            yield keys
+        finally:
+            if isinstance(keys, SqlUniqueKeys):  # a job store's connections (the file's: none)
+                keys.close()
     finally:
-        keys.close()
-
-
-def _nowhere() -> UniqueKeys:
-    raise ConfigError(NO_KEY_STORE)
+        if backend is not None:
+            backend.close()

@@ -107,11 +107,10 @@ class GateState:
         # Entries the backend handed out, by (-priority, seq): the next to run on top.
         self._ready: list[tuple[int, int, Entry]] = []
         self._sinks: dict[str, Sink] = {}
-        # Live consumers by queue: a queue none consumes (paused) hands nothing out.
-        self._consumers: dict[str, int] = {}
-        # Their tokens: a delivery is handed out only while the consumer it came by is
-        # live (after a resume, the paused one's wait for its close to give them back).
-        self._live_tokens: set[object] = set()
+        # Live consumers (token -> queue): a queue none consumes (paused) hands nothing
+        # out, and a delivery goes out only while the consumer it came by is live (after a
+        # resume, the paused one's wait for its close to give them back).
+        self._consumers: dict[object, str] = {}
         self._seq = itertools.count()
 
     # -- what the backend and its deliveries tell the gate ---------------------------
@@ -139,9 +138,7 @@ class GateState:
         holds each delivery here (and counts the consumer live, until :meth:`ended`)."""
         with self._cond:
             self._sinks[queue] = worker_sink
-            if token not in self._live_tokens:
-                self._live_tokens.add(token)
-                self._consumers[queue] = self._consumers.get(queue, 0) + 1
+            self._consumers[token] = queue
 
         def hold(item: Delivery | ConsumerEnded) -> None:
             if isinstance(item, ConsumerEnded):
@@ -167,13 +164,11 @@ class GateState:
 
         return hold
 
-    def ended(self, queue: str, token: object) -> None:
-        """The consumer ``token`` of ``queue`` was cancelled: nothing more comes from
-        it, and what it handed here waits until its close gives it back."""
+    def ended(self, token: object) -> None:
+        """The consumer ``token`` was cancelled: nothing more comes from it, and what
+        it handed here waits until its close gives it back."""
         with self._cond:
-            if token in self._live_tokens:
-                self._live_tokens.discard(token)
-                self._consumers[queue] = self._consumers.get(queue, 0) - 1
+            self._consumers.pop(token, None)
             self._cond.notify_all()
 
     def given_back(self, token: object) -> None:
@@ -190,7 +185,7 @@ class GateState:
     def consumed(self, queue: str) -> bool:
         """Whether a consumer of ``queue`` is live (not paused, not stopped)."""
         with self._cond:
-            return self._consumers.get(queue, 0) > 0
+            return self._taken(queue)
 
     def deliverable(self, entry: Entry) -> bool:
         """Whether ``entry`` is held here by a consumer still live: the worker may run it."""
@@ -252,8 +247,12 @@ class GateState:
         """Whether ``entry`` can go to the worker (lock held): handed out by a consumer
         still live, or, not handed out yet, of a queue a consumer takes."""
         if entry.delivery is not None:
-            return entry.via in self._live_tokens
-        return self._consumers.get(entry.envelope.queue, 0) > 0
+            return entry.via in self._consumers
+        return self._taken(entry.envelope.queue)
+
+    def _taken(self, queue: str) -> bool:
+        """Whether a live consumer takes ``queue`` (lock held)."""
+        return queue in self._consumers.values()
 
     def due_missing(self) -> int:
         """Messages due by now that the backend has not handed out yet (the SQLite
@@ -277,9 +276,7 @@ class GateState:
         return [
             e
             for e in self._entries.values()
-            if not e.released
-            and e.via not in self._live_tokens
-            and self._consumers.get(e.envelope.queue, 0) > 0
+            if not e.released and e.via not in self._consumers and self._taken(e.envelope.queue)
         ]
 
     def poke(self) -> None:
@@ -349,7 +346,7 @@ class Gate:
         try:
             inner = self._backend().consume(unlimited, held)
         except BaseException:
-            self.gate.ended(queue.name, token)
+            self.gate.ended(token)
             raise
         return GatedSubscription(inner, self.gate, token)
 

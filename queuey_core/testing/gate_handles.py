@@ -44,8 +44,8 @@ class GateState(Protocol):
     def settled(self, entry: Entry) -> None:
         """The worker settled the delivery of ``entry``."""
 
-    def ended(self, queue: str, token: object) -> None:
-        """The consumer ``token`` of ``queue`` was cancelled."""
+    def ended(self, token: object) -> None:
+        """The consumer ``token`` was cancelled."""
 
     def given_back(self, token: object) -> None:
         """The consumer ``token`` is closing: what it held goes back."""
@@ -142,4 +142,4 @@ class GatedSubscription:
         with self._lock:
             ended, self._ended = self._ended, True
         if not ended:
-            self._gate.ended(self._inner.queue, self._token)
+            self._gate.ended(self._token)

@@ -141,7 +141,7 @@ def test_a_delivery_of_a_cancelled_consumer_is_never_handed_out_by_the_gate() ->
     delivery = SimpleNamespace(envelope=envelope, queue="kitp.mail")
     hold(cast(Delivery, delivery))
     assert gate.next_ready() is entry
-    gate.ended("kitp.mail", old)  # paused: cancelled, not closed yet
+    gate.ended(old)  # paused: cancelled, not closed yet
     assert gate.next_ready() is None
     gate.sink_for("kitp.mail", worker_sink.append, new)  # resumed
     assert gate.consumed("kitp.mail")

@@ -63,6 +63,11 @@ class HeldKey:
     job_id: str
     expires_at: int | None
 
+    @classmethod
+    def of_row(cls, key: str, job_id: str, expires_at: int) -> HeldKey:
+        """A held key from its stored row (:data:`FOREVER`: until let go)."""
+        return cls(str(key), str(job_id), None if expires_at >= FOREVER else int(expires_at))
+
 
 @runtime_checkable
 class UniqueKeys(Protocol):
@@ -150,8 +155,12 @@ class SqlUniqueKeys:
         sql: UniqueSql,
         *,
         close: Callable[[], None] | None = None,
+        reading: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
         self._transaction = transaction
+        # What only reads (a listing, a count): the file's read transactions, which take
+        # no write lock (a file another process holds locked can still be listed).
+        self._reading = reading or transaction
         self._sql = sql
         self._close = close
         self._claims = 0
@@ -162,10 +171,11 @@ class SqlUniqueKeys:
         write: Callable[[], contextlib.AbstractContextManager[Any]],
         closed: Callable[[], bool],
         together: Callable[[Sequence[uuid.UUID]], contextlib.AbstractContextManager[object]],
+        read: Callable[[], contextlib.AbstractContextManager[Any]],
     ) -> FileUniqueKeys:
         """The embedded backend's: its file's ``write`` transactions, refused as a
         publish is (NotEnqueuedError, ``closed``) once the backend is ``closed()``;
-        ``together``: see :class:`ClaimsWithJobs`."""
+        ``together``: see :class:`ClaimsWithJobs`; ``read``: its read transactions."""
 
         def transaction() -> contextlib.AbstractContextManager[Any]:
             if closed():
@@ -174,7 +184,7 @@ class SqlUniqueKeys:
                 raise NotEnqueuedError("the backend is closed", reason=PublishFailure.CLOSED)
             return write()
 
-        return FileUniqueKeys(transaction, UniqueSql(), together=together)
+        return FileUniqueKeys(transaction, UniqueSql(), together=together, reading=read)
 
     def claim(self, claims: Sequence[Claim], now_ms: int) -> dict[int, str]:
         refused: dict[int, str] = {}
@@ -212,19 +222,19 @@ class SqlUniqueKeys:
                     cur.execute(self._sql.release, (key, job_id))
 
     def held(self, now_ms: int) -> int:
-        with self._transaction() as cur:
+        with self._reading() as cur:
             got = cur.execute(self._sql.count, (now_ms,))
             return int((got if got is not None else cur).fetchone()[0])
 
     def holding(self, now_ms: int, *, job_id: str | None = None, limit: int = 100) -> list[HeldKey]:
         sql = self._sql
-        with self._transaction() as cur:
+        with self._reading() as cur:
             if job_id is None:
                 got = cur.execute(sql.holding, (now_ms, limit))
             else:
                 got = cur.execute(sql.holding_of, (now_ms, job_id, limit))
             rows = (got if got is not None else cur).fetchall()
-        return [HeldKey(k, j, None if e >= FOREVER else int(e)) for k, j, e in rows]
+        return [HeldKey.of_row(*row) for row in rows]
 
     def let_go(self, job_id: str) -> list[str]:
         with self._transaction() as cur:
@@ -259,8 +269,9 @@ class FileUniqueKeys(SqlUniqueKeys):
         sql: UniqueSql,
         *,
         together: Callable[[Sequence[uuid.UUID]], contextlib.AbstractContextManager[object]],
+        reading: Callable[[], contextlib.AbstractContextManager[Any]],
     ) -> None:
-        super().__init__(transaction, sql)
+        super().__init__(transaction, sql, reading=reading)
         self._together = together
 
     def together(self, job_ids: Sequence[uuid.UUID]) -> contextlib.AbstractContextManager[object]:
@@ -313,7 +324,7 @@ class MemoryUniqueKeys:
                 for key, (holder, expires) in self._rows.items()
                 if expires > now_ms and job_id in (None, holder)
             )
-        return [HeldKey(k, j, None if e >= FOREVER else e) for k, j, e in rows[:limit]]
+        return [HeldKey.of_row(*row) for row in rows[:limit]]
 
     def let_go(self, job_id: str) -> list[str]:
         with self._lock:

@@ -97,7 +97,7 @@ class SqliteBackend(
         )
         self._writer = Writer(self._db, self._clock)
         self._unique = SqlUniqueKeys.of_file(
-            self._db.write, lambda: self._closed, self._writer.committing
+            self._db.write, lambda: self._closed, self._writer.committing, self._db.read
         )
         self._control = SqliteControl(
             self._db, self._clock, lease=self.options.lease, wake=self._pump.wake
@@ -178,12 +178,12 @@ class SqliteBackend(
                 return
             self._closed = True
             subs, self._subs = list(self._subs), []
-        self._pump.stop()
+        took_part = self._pump.stop()
         for sub in subs:
             sub.end(
                 ConsumerEnded(sub.queue, ConsumerStoppedError(sub.queue, "the backend was closed"))
             )
-        failed = self._let_go()
+        failed = self._let_go() if took_part else None  # a reader holds nothing to give
         if failed is not None:
             # The leases run out on their own: nothing is lost, only delayed.
             logger.warning("could not give back leases on close: %s", failed)

@@ -105,8 +105,9 @@ class Pump:
         self._next_renewal = 0.0
         self._wake.set()
 
-    def stop(self) -> None:
-        """Stop the thread and wait for it (not from the thread itself)."""
+    def stop(self) -> bool:
+        """Stop the thread and wait for it (not from the thread itself); whether it was
+        running (if not, this backend never claimed a row nor served control)."""
         self._stopping.set()
         self._wake.set()
         with self._lock:
@@ -115,6 +116,7 @@ class Pump:
                 self._timer.cancel()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
+        return thread is not None
 
     def _run(self) -> None:
         busy = False

@@ -56,6 +56,10 @@ RELEASE_HOLD_MS = 300_000
 REPUBLISH_AFTER_MS = 30_000
 #: A rate reservation whose job never came back is forgotten this long after it was due.
 RESERVATION_KEPT_MS = 3_600_000
+#: Parked jobs read past the next ones let go, to let go in the order they were
+#: enqueued: job threads park at once in any order, so park order is arrival order but
+#: for jobs parked in the same instant (a worker's concurrency, several workers').
+PARK_ORDER_WINDOW = 32
 
 
 class Connector(Protocol):
@@ -168,7 +172,8 @@ class LimitState:
             "set_meter": f"INSERT INTO {p}queuey_limit_rates (limit_name, key, tat, book) "
             "VALUES (?, ?, ?, ?) ON CONFLICT (limit_name, key) "
             "DO UPDATE SET tat = excluded.tat, book = excluded.book",
-            "next_parked": f"SELECT job_id, queue, body FROM {p}queuey_limit_parked "
+            "next_parked": f"SELECT job_id, queue, body, priority, enqueued_at, seq "
+            f"FROM {p}queuey_limit_parked "
             "WHERE limit_name = ? AND key = ? AND released_at IS NULL "
             "ORDER BY priority DESC, seq LIMIT ?",
             "let_go": f"UPDATE {p}queuey_limit_parked SET released_at = ? WHERE job_id = ?",
@@ -297,7 +302,10 @@ class LimitState:
             free = spec.concurrency - len(self._run(execute, "holders", name, key))
             if free <= 0:
                 continue
-            for job_id, queue, body in self._run(execute, "next_parked", name, key, free):
+            window = self._run(execute, "next_parked", name, key, free + PARK_ORDER_WINDOW)
+            # By priority (the index's order), then when each job was enqueued.
+            window.sort(key=lambda row: (-row[3], row[4], row[5]))
+            for job_id, queue, body, *_ in window[:free]:
                 self._run(execute, "take", name, key, job_id, "", now + RELEASE_HOLD_MS)
                 self._run(execute, "let_go", now, job_id)
                 out.append(LetGo(job_id, queue, bytes(body), name))

@@ -149,6 +149,7 @@ def test_parked_jobs_run_in_priority_order_within_their_key(
         h.wait_for(lambda: len(ledger.starts) == 1)
         for n, priority in [(1, 1), (2, 5), (3, 3), (4, 5)]:
             producer.enqueue(Export(tenant="x", n=n), priority=priority)
+            h.elapse(0.002)  # "the order they came": enqueued in distinct milliseconds
         h.wait_for(lambda: gate.counts.parked == 4)
         hold.set()
         h.wait_for(lambda: len(ledger.starts) == 5)

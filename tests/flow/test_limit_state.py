@@ -29,6 +29,7 @@ def _ask(
     *,
     priority: int = 0,
     holder: str = "w1",
+    enqueued_at: int | None = None,
 ) -> Admission:
 
     claims = tuple(Claim(spec, key) for spec in book.specs)
@@ -39,7 +40,7 @@ def _ask(
         now_ms=now,
         queue="q",
         priority=priority,
-        enqueued_at=now,
+        enqueued_at=now if enqueued_at is None else enqueued_at,
         body=f"body-{job}".encode,
     )
 
@@ -81,6 +82,19 @@ def test_parked_jobs_are_let_go_by_priority_then_arrival(make_state: MakeState) 
         state.forget([current])
         assert _ask(state, book, current, "", T0 + 100 + step).verdict is Verdict.ADMITTED
     assert order == ["high", "mid", "low1", "low2"]
+
+
+def test_jobs_parked_out_of_their_order_are_let_go_in_the_order_they_were_enqueued(
+    make_state: MakeState,
+) -> None:
+    """Two job threads park at once in either order: the one enqueued first goes first."""
+    book = _book(one={"concurrency": 1})
+    state = make_state(book)
+    assert _ask(state, book, "run", "", T0).verdict is Verdict.ADMITTED
+    for job, enqueued in [("second", T0 + 2), ("first", T0 + 1), ("third", T0 + 3)]:
+        assert _ask(state, book, job, "", T0 + 10, enqueued_at=enqueued).verdict is Verdict.PARKED
+    (released,) = state.release("run", now_ms=T0 + 20)
+    assert released.job_id == "first"
 
 
 def test_a_rate_limited_job_gets_a_reservation_and_comes_back_once(

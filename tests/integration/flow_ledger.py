@@ -16,6 +16,7 @@ admissions).
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import time
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class Limited(Job):
 
 
 def _write(event: str, job: Limited, ctx: JobContext) -> None:
-    ledger.append(f"{event} {job.tenant} {ctx.job_id} {ctx.attempt} {time.time():.4f}\n")
+    ledger.append(f"{event} {job.tenant} {ctx.job_id} {ctx.attempt} {time.time():.6f}\n")
 
 
 @handler
@@ -118,8 +119,10 @@ class Run:
 
 
 def read(path: Path) -> list[Run]:
-    """Every whole line of the ledger, in time order (a done before a start at the same
-    instant: the slot is given back after its done)."""
+    """Every whole line of the ledger, in time order. At one instant, the dones of runs
+    that started before it come first (the slot is given back after its done), then the
+    starts, then the dones of runs that started at that instant too: a redelivery that
+    returns at once writes its start and its done within one stamp."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -131,7 +134,19 @@ def read(path: Path) -> list[Run]:
     for line in lines:
         event, tenant, job_id, attempt, at = line.split()
         runs.append(Run(event, tenant, job_id, int(attempt), float(at)))
-    return sorted(runs, key=lambda r: (r.at, r.event == "start"))
+    runs.sort(key=lambda r: r.at)
+    ordered: list[Run] = []
+    for _, tied in itertools.groupby(runs, key=lambda r: r.at):
+        group = list(tied)
+        started = {r.job_id for r in group if r.event == "start"}
+        ordered.extend(sorted(group, key=lambda r: _place(r, started)))
+    return ordered
+
+
+def _place(run: Run, started: set[str]) -> int:
+    if run.event == "start":
+        return 1
+    return 2 if run.job_id in started else 0
 
 
 def most_running(runs: list[Run]) -> dict[str, int]:

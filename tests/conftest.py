@@ -129,12 +129,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests/integration/test_stopping.py) run only with ``QUEUEY_TEST_SLOW=1``, which
     ``scripts/test`` (the whole suite, as CI runs it) sets; a bare ``pytest`` of one area
     skips them, and ``-m "not slow"`` leaves them out of any run."""
+    _keep_part(config, items, os.environ.get(PART_ENV, ""))
     if os.environ.get("QUEUEY_TEST_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set QUEUEY_TEST_SLOW=1 to run it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+#: ``scripts/test`` runs the suite as two pytest processes side by side, each keeping one
+#: part: ``brokers`` (tests/integration but its cli folder: the fault
+#: suites, the nodes of their own and the cluster, run one at a time as before) and
+#: ``rest`` (everything else, on a virtual host of its own). Most of either part waits on
+#: processes and brokers, so the two overlap on two cores.
+PART_ENV = "QUEUEY_TEST_PART"
+_BROKERS = Path(__file__).parent / "integration"
+_BESIDE_BROKERS = ("cli",)
+
+
+def part_of(path: Path) -> str:
+    """The part of the suite the test file ``path`` belongs to."""
+    if not path.is_relative_to(_BROKERS):
+        return "rest"
+    inside = path.relative_to(_BROKERS).parts
+    return "rest" if inside[0] in _BESIDE_BROKERS else "brokers"
+
+
+def _keep_part(config: pytest.Config, items: list[pytest.Item], part: str) -> None:
+    if not part:
+        return
+    if part not in {"brokers", "rest"}:
+        raise pytest.UsageError(f"{PART_ENV} must be brokers or rest, not {part!r}")
+    others = [item for item in items if part_of(item.path) != part]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item in items if part_of(item.path) == part]
 
 
 @pytest.fixture(autouse=True)

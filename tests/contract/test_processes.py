@@ -90,7 +90,9 @@ def test_enqueue_file_records_its_jobs_as_queued(project: Project) -> None:
 def test_a_job_of_a_worker_killed_with_sigkill_runs_again_to_its_end(
     project: Project, running: list[JsonLogProcess]
 ) -> None:
-    job = project.enqueue("nap", '{"seconds": 1}')
+    # Long enough that a poll of `queuey job` (a process of its own, seconds on a loaded
+    # machine) sees it running: a 1 s nap could start and end between two polls.
+    job = project.enqueue("nap", '{"seconds": 4}')
     worker = started_job(project, running, job)
     worker.proc.send_signal(signal.SIGKILL)
     worker.proc.wait(timeout=30)

@@ -272,11 +272,17 @@ def test_the_control_channel_comes_back_after_its_connection_is_cut(vhost: str) 
     thread.start()
     try:
         wait_until(lambda: len(worker_statuses(backend, timeout=0.3)) == 1, 30, "it answers")
-        # close_connection wants the pid as the text listing prints it.
+        # close_connection wants the pid as the text listing prints it. The listing holds
+        # every vhost's connections (list_connections takes no -p), the other part of the
+        # suite's workers included: this vhost's are this test's.
         listing = rabbitmqctl(
-            "-q", "list_connections", "-p", VHOST, "--no-table-headers", "pid", "client_properties"
+            "-q", "list_connections", "--no-table-headers", "pid", "vhost", "client_properties"
         )
-        control = [line for line in listing.splitlines() if "queuey control host=" in line]
+        control = [
+            line
+            for line in listing.splitlines()
+            if line.split("\t")[1:2] == [VHOST] and "queuey control host=" in line
+        ]
         assert len(control) == 1, "the control connection names itself: host, pid, version"
         assert f"pid={os.getpid()} v=" in control[0]
         rabbitmqctl("close_connection", control[0].split("\t")[0], "a test cuts it")

@@ -329,8 +329,12 @@ class OnlySucceeded(WorkerHooks):
 def test_a_hook_gets_the_events_it_overrides_and_one_set_on_the_instance_too(
     backend: MemoryBackend, producer: Producer, queues: QueueSet, clock: ManualClock
 ) -> None:
+    spans: list[float] = []
+
     def greet(job: Greet, ctx: JobContext) -> None:
+        before = clock.monotonic()
         clock.sleep(2)
+        spans.append(clock.monotonic() - before)
 
     only = OnlySucceeded()
     patched = WorkerHooks()
@@ -344,6 +348,8 @@ def test_a_hook_gets_the_events_it_overrides_and_one_set_on_the_instance_too(
     (info,) = only.succeeded
     assert info.job_id == job_id
     assert info.duration is not None
-    assert 2 <= info.duration <= 3, "timed from its start"
+    # As above: the handler's own span and the job's age bound it, whatever the load.
+    assert spans[0] >= 2
+    assert spans[0] <= info.duration <= info.age + 0.001, "timed from its start"
     assert [s.job_id for s in started] == [job_id], "a method set on the instance is called"
     assert started[0].duration is None

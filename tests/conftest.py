@@ -138,11 +138,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-#: ``scripts/test`` runs the suite as two pytest processes side by side, each keeping one
-#: part: ``brokers`` (tests/integration but its cli folder: the fault
-#: suites, the nodes of their own and the cluster, run one at a time as before) and
-#: ``rest`` (everything else, on a virtual host of its own). Most of either part waits on
-#: processes and brokers, so the two overlap on two cores.
+#: With ``QUEUEY_TEST_JOBS=2``, ``scripts/test`` runs the suite as two pytest processes
+#: side by side, each keeping one part: ``brokers`` (tests/integration but its cli folder:
+#: the fault suites, the nodes of their own and the cluster, run one at a time as before)
+#: and ``rest`` (everything else, on a virtual host of its own). Most of either part waits
+#: on processes and brokers, so the two overlap on two cores.
 PART_ENV = "QUEUEY_TEST_PART"
 _BROKERS = Path(__file__).parent / "integration"
 _BESIDE_BROKERS = ("cli",)
@@ -161,10 +161,13 @@ def _keep_part(config: pytest.Config, items: list[pytest.Item], part: str) -> No
         return
     if part not in {"brokers", "rest"}:
         raise pytest.UsageError(f"{PART_ENV} must be brokers or rest, not {part!r}")
-    others = [item for item in items if part_of(item.path) != part]
+    kept: list[pytest.Item] = []
+    others: list[pytest.Item] = []
+    for item in items:
+        (kept if part_of(item.path) == part else others).append(item)
     if others:
         config.hook.pytest_deselected(items=others)
-        items[:] = [item for item in items if part_of(item.path) == part]
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)

@@ -176,16 +176,24 @@ def due(
 ) -> Due:
     """The ticks to fire at ``now``, given the last tick already fired (``last``).
 
-    The latest tick at or before ``now`` is on time if it is at most ``grace_ms`` old,
-    and fires. Every other tick after ``last`` was missed, and ``catch_up`` decides:
-    none of them, the latest, or all (the latest ``limit`` of them). A schedule that
-    never fired (no ``last``) has missed nothing. So a scheduler that wakes at each
-    tick fires exactly that tick, and one that takes over after a gap fires what
-    ``catch_up`` says, once, plus the tick that is due now.
+    Every tick after ``last`` that is at most ``grace_ms`` old is on time, and fires
+    (the latest ``limit`` of them): a hand-over between schedulers, or a leader that
+    stalled for a moment, loses none of them. Older ticks after ``last`` were missed,
+    and ``catch_up`` decides: none of them, the latest, or all (the latest ``limit`` of
+    them). A schedule that never fired (no ``last``) has missed nothing, and only its
+    latest tick can be on time: a new fast schedule does not start with a burst. So a
+    scheduler that wakes at each tick fires exactly that tick, and one that takes over
+    after a gap fires what ``catch_up`` says, once, plus the ticks within the grace.
     """
     latest = trigger.latest_at_or_before(now)
     fresh = latest is not None and (last is None or latest > last)
-    on_time = [latest] if fresh and latest is not None and now - latest <= grace_ms else []
+    on_time: list[int] = []
+    if fresh and latest is not None and now - latest <= grace_ms:
+        if last is None:
+            on_time = [latest]
+        else:
+            first = trigger.next_after(max(last, now - grace_ms - 1))
+            on_time = _walk(trigger, first, latest, limit)
     missed: list[int] = []
     skipped = 0
     if last is not None:
@@ -227,6 +235,19 @@ def _latest_ticks(trigger: Trigger, first: int, latest: int, limit: int) -> list
     ticks = [first]
     while len(ticks) < 10 * limit and (t := trigger.next_after(ticks[-1])) <= latest:
         ticks.append(t)
+    return ticks[-limit:]
+
+
+def _walk(trigger: Trigger, first: int, latest: int, limit: int) -> list[int]:
+    """The ticks in ``[first, latest]`` (the latest ``limit``), walked forward: a span
+    of a grace holds few ticks, and a cron's steps forward are cheaper than back."""
+    if isinstance(trigger, Every):
+        return _latest_ticks(trigger, first, latest, limit)
+    ticks = [first]
+    while (t := trigger.next_after(ticks[-1])) <= latest:
+        ticks.append(t)
+        if len(ticks) > 2 * limit:
+            del ticks[:-limit]
     return ticks[-limit:]
 
 

@@ -164,14 +164,39 @@ def test_a_missed_tick_and_an_on_time_one_both_fire_under_latest() -> None:
     assert fire(T0, now, CatchUp.NONE) == [T0 + 15 * MINUTE]
 
 
-def test_only_the_latest_tick_can_be_on_time() -> None:
+def test_every_tick_within_the_grace_is_on_time_whatever_the_catch_up() -> None:
     every = Every(2)
     now = T0 + 9 * SECOND
     plan = due(every, None, now, catch_up=CatchUp.ALL, grace_ms=GRACE)
     assert list(plan.ticks) == [T0 + 8 * SECOND], "a new fast schedule does not fire a burst"
+    for catch_up in CatchUp:
+        plan = due(every, T0, now, catch_up=catch_up, grace_ms=GRACE)
+        assert list(plan.ticks) == [T0 + s * SECOND for s in (2, 4, 6, 8)], (
+            "a gap shorter than the grace (a hand-over, a stall) loses no tick"
+        )
+        assert plan.skipped == 0
+        assert plan.cursor == T0 + 8 * SECOND
+
+
+def test_ticks_older_than_the_grace_follow_the_catch_up_and_the_rest_fire() -> None:
+    every = Every(2)
+    now = T0 + 15 * SECOND  # 6 .. 14 are within the grace; 2 and 4 are older
+    on_time = [T0 + s * SECOND for s in (6, 8, 10, 12, 14)]
     plan = due(every, T0, now, catch_up=CatchUp.NONE, grace_ms=GRACE)
-    assert list(plan.ticks) == [T0 + 8 * SECOND]
-    assert plan.skipped == 3
+    assert (list(plan.ticks), plan.skipped) == (on_time, 2)
+    plan = due(every, T0, now, catch_up=CatchUp.LATEST, grace_ms=GRACE)
+    assert (list(plan.ticks), plan.skipped) == ([T0 + 4 * SECOND, *on_time], 1)
+    plan = due(every, T0, now, catch_up=CatchUp.ALL, grace_ms=GRACE)
+    assert (list(plan.ticks), plan.skipped) == ([T0 + 2 * SECOND, T0 + 4 * SECOND, *on_time], 0)
+
+
+def test_ticks_within_the_grace_of_a_cron_are_walked_forward() -> None:
+    every_minute = Cron("* * * * *", "UTC")
+    now = T0 + 3 * MINUTE + 2 * SECOND
+    plan = due(every_minute, T0, now, catch_up=CatchUp.NONE, grace_ms=5 * MINUTE)
+    assert list(plan.ticks) == [T0 + m * MINUTE for m in (1, 2, 3)]
+    plan = due(every_minute, T0, now, catch_up=CatchUp.NONE, grace_ms=5 * MINUTE, limit=2)
+    assert list(plan.ticks) == [T0 + m * MINUTE for m in (2, 3)], "the latest, up to the limit"
 
 
 def test_a_schedule_that_never_fired_has_missed_nothing() -> None:
@@ -197,5 +222,7 @@ def test_every_catches_up_weeks_without_walking_them() -> None:
         "the latest three missed ticks, then the one on time"
     )
     plan = due(every, start, now, catch_up=CatchUp.LATEST, grace_ms=GRACE)
-    assert list(plan.ticks) == [now - SECOND, now], "the latest missed tick, then the one due now"
-    assert plan.skipped == 14 * 24 * 3600 - 2
+    assert list(plan.ticks) == [now - s * SECOND for s in range(11, -1, -1)], (
+        "the latest missed tick, then the ones within the grace (10 s)"
+    )
+    assert plan.skipped == 14 * 24 * 3600 - 12, "all but the 11 on time and the latest missed"

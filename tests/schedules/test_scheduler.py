@@ -193,6 +193,26 @@ def test_a_tick_missed_during_the_hand_over_is_fired_by_the_new_leader(world: Wo
     ], "catch_up 'latest' fires the missed tick once"
 
 
+def test_a_hand_over_slower_than_two_ticks_but_within_the_grace_loses_no_tick(
+    world: World,
+) -> None:
+    every_second = Schedule("fast", Ping(n=1), Every(1))
+    first, e1 = world.scheduler(every_second)
+    second, e2 = world.scheduler(every_second)
+    e1.start(lambda: None)
+    e2.start(lambda: None)
+    world.at("2026-01-01T00:01:00+00:00")
+    first.step()
+    second.step()
+    world.ballot.kill(e1)  # frozen: its connection is closed a few heartbeats later
+    world.at("2026-01-01T00:01:04.300000+00:00")
+    second.step()
+    assert [f.tick_ms for f in world.firings] == [
+        wall(f"2026-01-01T00:01:0{s}+00:00") for s in range(5)
+    ], "every tick of the 4.3 s gap fires (grace 10 s), whatever the catch_up"
+    assert set(world.backend.ids().values()) == {1}
+
+
 def test_a_leader_that_cannot_confirm_fires_nothing(world: World) -> None:
     s, e = world.scheduler(every_minute())
     e.start(lambda: None)

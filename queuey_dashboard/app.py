@@ -67,6 +67,7 @@ ROUTES = [
     Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),
     Route("/workflows", workflow_pages.workflows, name="workflows"),
     Route("/workflows/{workflow_id}", workflow_pages.workflow),
+    Route("/fragments/workflows/{workflow_id}", workflow_pages.workflow_fragment),
     Route("/healthz", healthz),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]

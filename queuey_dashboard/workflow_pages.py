@@ -5,6 +5,8 @@ workflows, as ``queuey workflow show`` reads it. The graph is an SVG laid out he
 columns by depth (a member stands one column right of the deepest member it waits for),
 drawn by the template with every text escaped; a workflow of more than
 :data:`MAX_DRAWN` members is shown as counts by state and a table of its first members.
+While the workflow can still move on its own (:func:`is_live`), the page polls its
+fragment every refresh, as the overview does; once it cannot, it stops asking.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from queuey_core.workflows import MemberView, read_workflow
+from queuey_core.workflows import MemberView, WorkflowView, read_workflow, tables
 from queuey_dashboard.rendering import dashboard_of, render
 
+#: Member states a worker still moves on without anyone acting (a waiting member moves
+#: only when one of these ends, so it does not count).
+IN_FLIGHT = frozenset({tables.READY, tables.SENT, tables.STARTED})
 #: The most members drawn as a graph (a bigger one gets its counts and a table).
 MAX_DRAWN = 300
 #: A node's box, and the space between columns and rows (SVG user units).
@@ -87,21 +92,32 @@ def workflows(request: Request) -> Response:
     return render(request, "workflows.html", nav="workflows", available=store is not None)
 
 
-def workflow(request: Request, workflow_id: str | None = None) -> Response:
-    """One workflow: its state, its graph with each member's state, its members."""
-    text = workflow_id if workflow_id is not None else str(request.path_params["workflow_id"])
+def is_live(flow: WorkflowView) -> bool:
+    """Whether ``flow`` can still change with nobody acting: it runs, or a member is in
+    flight (a failed workflow's member of a group still running, say). A failed one
+    that a requeued dead letter revives is seen on the next load."""
+    return flow.state == tables.RUNNING or any(n.state in IN_FLIGHT for n in flow.nodes)
+
+
+def workflow_context(request: Request, text: str) -> dict[str, Any] | None:
+    """What a workflow's page and its fragment draw (None: no store holds workflows).
+
+    Raises:
+        HTTPException: 400 for a malformed id, 404 for an unknown workflow.
+    """
     try:
         wanted = uuid.UUID(text)
     except ValueError:
         raise HTTPException(400, "not a workflow id (a UUID)") from None
     store = dashboard_of(request).workflow_store()
     if store is None:
-        return render(request, "workflows.html", nav="workflows", available=False)
+        return None
     found = read_workflow(store, wanted)
     if found is None:
         raise HTTPException(404, f"no workflow {wanted} in the store")
     context: dict[str, Any] = {
         "flow": found,
+        "live": is_live(found),
         "states": collections.Counter(n.state for n in found.nodes),
     }
     if len(found.nodes) <= MAX_DRAWN:
@@ -113,4 +129,21 @@ def workflow(request: Request, workflow_id: str | None = None) -> Response:
     context["members"] = [
         (n, ",".join(str(positions[a]) for a in n.after)) for n in found.nodes[:MAX_DRAWN]
     ]
+    return context
+
+
+def workflow(request: Request, workflow_id: str | None = None) -> Response:
+    """One workflow: its state, its graph with each member's state, its members."""
+    text = workflow_id if workflow_id is not None else str(request.path_params["workflow_id"])
+    context = workflow_context(request, text)
+    if context is None:
+        return render(request, "workflows.html", nav="workflows", available=False)
     return render(request, "workflow.html", nav="workflows", **context)
+
+
+def workflow_fragment(request: Request) -> Response:
+    """The changing part of a workflow's page, for htmx to swap in every refresh."""
+    context = workflow_context(request, str(request.path_params["workflow_id"]))
+    if context is None:
+        raise HTTPException(404, "no store holds workflows")
+    return render(request, "_workflow.html", **context)

@@ -1,9 +1,11 @@
 """The workflow page in a real Chromium, on the embedded backend (workflows in its file)
 and on RabbitMQ with a SQLite job store: the graph drawn with each member's state, as a
-worker leaves them, and a hostile name shown as text."""
+worker moves them (the page follows by itself while anything can move, then stops), and
+a hostile name shown as text."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -43,8 +45,14 @@ class Step(Job):
     fail: bool = False
 
 
+#: Held shut until the page has drawn the workflow running: then the failing step goes
+#: on, and the page must see it fail with nobody reloading it.
+GATE = threading.Event()
+
+
 def run_step(job: Step, ctx: JobContext) -> None:
     if job.fail:
+        GATE.wait(60)
         raise Fatal("this step fails")
 
 
@@ -71,6 +79,7 @@ def test_the_workflow_page_draws_each_member_in_its_state(stored_ui: Ui, page: P
     hook = workflow_hook_for(ui.settings, ui.backend)
     assert hook is not None
     worker = Worker(ui.backend, ui.settings.queue_set(), [Handler(Step, run_step)], hooks=[hook])
+    GATE.clear()
     running = start(worker, None)
     served = Served(create_app(ui.settings))
     try:
@@ -79,8 +88,11 @@ def test_the_workflow_page_draws_each_member_in_its_state(stored_ui: Ui, page: P
         page.goto(f"{served.url}/workflows")
         page.fill("input[name=workflow_id]", str(wid))
         page.click("form.filters button")
+        expect(page.locator("dd.workflow-state")).to_have_text("running")
+        expect(page.locator("div#workflow")).to_have_attribute("data-live", "yes")
+        GATE.set()
         expect(page.locator("dd.workflow-state")).to_have_text("failed", timeout=30_000)
-        page.reload()  # the last member's state is written after the workflow's
+        expect(page.locator("div#workflow")).to_have_attribute("data-live", "no")
         nodes = page.locator("svg.workflow-graph g.wf-node")
         expect(nodes).to_have_count(4)
         expect(page.locator("svg.workflow-graph line.wf-edge")).to_have_count(4)
@@ -89,6 +101,7 @@ def test_the_workflow_page_draws_each_member_in_its_state(stored_ui: Ui, page: P
         expect(page.locator("h1")).to_contain_text("<script>")
         assert page.evaluate("window.__pwned") is None, "the name ran no script"
     finally:
+        GATE.set()
         served.stop()
         running.stop()
         flows.store.close()

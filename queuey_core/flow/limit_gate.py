@@ -95,6 +95,10 @@ class LimitGate:
         self.counts = GateCounts()
         self._publish: Callable[[Envelope], None] | None = None
         self._unreleased: set[str] = set()
+        #: Parked jobs let go whose publish failed here: published again at the next
+        #: heartbeat (the store's own republish, after REPUBLISH_AFTER_MS, is for a
+        #: worker that died before it could).
+        self._unpublished: dict[str, LetGo] = {}
         #: Jobs admitted here and not given back yet: running in this worker.
         self._running: set[str] = set()
         self._lock = threading.Lock()
@@ -181,7 +185,8 @@ class LimitGate:
 
     def publish_let_go(self, let_go: Iterable[LetGo]) -> None:
         """Publish parked jobs let go, then forget them (publish first: a crash in
-        between publishes again, never loses)."""
+        between publishes again, never loses). One whose publish fails is tried again
+        at the next heartbeat: the slot reserved for it holds its key meanwhile."""
         published: list[LetGo] = []
         for item in let_go:
             if self._publish is None:
@@ -190,11 +195,16 @@ class LimitGate:
                 self._publish(parked_envelope(item.body))
             except QueueyError as exc:
                 logger.warning(
-                    "could not publish a parked job let go (published again later): %s",
+                    "could not publish a parked job let go (tried again in %gs): %s",
+                    SWEEP_EVERY_MS / 1000,
                     exc,
                     extra={"job_id": item.job_id, "queue": item.queue},
                 )
+                with self._lock:
+                    self._unpublished[item.job_id] = item
                 continue
+            with self._lock:
+                self._unpublished.pop(item.job_id, None)
             published.append(item)
         if published:
             for item in published:
@@ -205,10 +215,12 @@ class LimitGate:
                 logger.warning("could not forget parked jobs let go: %s", exc)
 
     def sweep(self) -> None:
-        """One heartbeat: give back what failed to be given back, renew this worker's
-        slots, take back expired ones and publish the jobs that lets go."""
+        """One heartbeat: give back what failed to be given back, publish again what
+        failed to be published, renew this worker's slots, take back expired ones and
+        publish the jobs that lets go."""
         with self._lock:
             pending, self._unreleased = self._unreleased, set()
+            unpublished = dict(self._unpublished)
         for job_id in pending:
             self.release(job_id)
         try:
@@ -216,8 +228,9 @@ class LimitGate:
         except QueueyError as exc:
             self._count("store_errors", ())
             logger.warning("limits' heartbeat could not reach its store: %s", exc)
-            return
-        self.publish_let_go(let_go)
+            let_go = ()
+        # A job the store also finds stale (its publish failed long ago) goes out once.
+        self.publish_let_go({**unpublished, **{item.job_id: item for item in let_go}}.values())
 
     def parked(self) -> int:
         """Jobs parked now, by every worker on this store (``--burst`` waits for 0)."""

@@ -118,7 +118,10 @@ def stated(pattern: str) -> list[tuple[str, float]]:
         (r"comes back within the (\d+) s lease", limit_state.SLOT_LEASE_MS / 1000),
         (r"is deferred by (\d+) s, priority and attempt kept", limit_gate.STORE_DOWN_DELAY),
         (r"waits (\d+) s for it to come back", limit_state.RELEASE_HOLD_MS / 1000),
-        (r"is published again after (\d+) s", limit_state.REPUBLISH_AFTER_MS / 1000),
+        (
+            r"is published again by any worker\s+after (\d+) s",
+            limit_state.REPUBLISH_AFTER_MS / 1000,
+        ),
         # The job store's dead letters.
         (r"does not answer within (\d+) s", int(dead_letter_writes.BOUND)),
         (r"claims up to (\d+) rows", dead_letter_moves.BATCH),

@@ -138,7 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-#: With ``QUEUEY_TEST_JOBS=2``, ``scripts/test`` runs the suite as two pytest processes
+#: ``scripts/test`` runs the suite as two pytest processes (unless ``QUEUEY_TEST_JOBS=1``)
 #: side by side, each keeping one part: ``brokers`` (tests/integration but its cli folder:
 #: the fault suites, the nodes of their own and the cluster, run one at a time as before)
 #: and ``rest`` (everything else, on a virtual host of its own). Most of either part waits

@@ -9,6 +9,7 @@ fired.
 
 from __future__ import annotations
 
+import collections
 import enum
 import math
 import uuid
@@ -243,12 +244,10 @@ def _walk(trigger: Trigger, first: int, latest: int, limit: int) -> list[int]:
     of a grace holds few ticks, and a cron's steps forward are cheaper than back."""
     if isinstance(trigger, Every):
         return _latest_ticks(trigger, first, latest, limit)
-    ticks = [first]
+    ticks = collections.deque([first], maxlen=limit)
     while (t := trigger.next_after(ticks[-1])) <= latest:
         ticks.append(t)
-        if len(ticks) > 2 * limit:
-            del ticks[:-limit]
-    return ticks[-limit:]
+    return list(ticks)
 
 
 def _count(trigger: Trigger, first: int, latest: int, cap: int) -> int:
